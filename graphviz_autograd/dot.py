@@ -1,0 +1,227 @@
+"""AutogradGraph -> DOT text. The only module that quotes or escapes.
+
+Output is byte-stable: node ids come from the walk (``n0, n1, ...``), attributes
+are written in sorted order, and nothing depends on memory addresses, versions,
+paths or time.
+
+>>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+>>> g = AutogradGraph((Node("n0", OUTPUT, "loss", shape=()), Node("n1", OP, "SumBackward0")),
+...                   (Edge("n1", "n0"),))
+>>> print(to_dot(g), end="")  # doctest: +NORMALIZE_WHITESPACE
+digraph {
+    graph [rankdir=TB]
+    node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
+    n0 [fillcolor=darkolivegreen1 label="loss\\n()"]
+    n1 [fillcolor=lightgrey label=SumBackward0]
+    n1 -> n0
+}
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping, Optional
+
+from .errors import OptionError
+from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
+from .style import EDGE_STYLES, GRAPH_ATTRS, LEGEND_TEXT, NODE_DEFAULTS, Theme, check_direction, resolve_theme
+
+DEFAULT_DTYPE = "float32"
+UNNAMED = "(unnamed)"
+NO_GRAD_TEXT = "no grad"
+
+_PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
+_DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def escape(text: str) -> str:
+    """Text made safe inside a DOT double-quoted string, shown exactly as given.
+
+    Backslashes and quotes are escaped, ``&`` is written as an entity (Graphviz
+    decodes entities even in plain labels), line breaks become DOT's ``\\n`` and
+    other control characters are shown as ``\\xNN``.
+
+    >>> escape('a "b" \\\\ c & d')
+    'a \\\\"b\\\\" \\\\\\\\ c &amp; d'
+    """
+    text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n").replace("\t", " ")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: "\\\\x%02x" % ord(m.group()), text)
+    return text
+
+
+def quote(text: str) -> str:
+    """A DOT string literal for any text."""
+    return '"' + escape(text) + '"'
+
+
+def attr_value(value: str) -> str:
+    """An attribute value: bare when DOT reads it as an ID, quoted otherwise."""
+    if _PLAIN_ID.fullmatch(value) and value.lower() not in _DOT_KEYWORDS:
+        return value
+    return quote(value)
+
+
+def label(lines: Iterable[str], left: bool = False) -> str:
+    """A quoted multi-line label; ``left`` justifies every line to the left."""
+    if left:
+        return '"' + "".join(escape(line) + "\\l" for line in lines) + '"'
+    return '"' + "\\n".join(escape(line) for line in lines) + '"'
+
+
+def attr_list(attrs: Mapping[str, str]) -> str:
+    return " ".join(f"{key}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs))
+
+
+def shape_text(shape: Optional[tuple[int, ...]]) -> str:
+    """Shapes written as the tutorials show them: ``(1)``, ``(3, 4)``, ``()``."""
+    if shape is None:
+        return "(shape unknown)"
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+def to_dot(graph: AutogradGraph, **options) -> str:
+    """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
+    return "digraph {\n" + "".join(body_lines(graph, **options)) + "}\n"
+
+
+def body_lines(
+    graph: AutogradGraph,
+    *,
+    show_attrs: bool = False,
+    show_saved: bool = False,
+    max_attr_chars: int = 50,
+    direction: str = "TB",
+    show_no_grad: bool = True,
+    show_device: bool = False,
+    theme: Optional[Theme] = None,
+    legend: bool = False,
+) -> list[str]:
+    """The statements between ``digraph {`` and ``}``, one line each.
+
+    ``show_attrs`` lists each op's saved values in its box, ``show_saved`` draws the
+    tensors ops saved for backward (both need a walk with ``collect_saved=True``).
+    Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
+    dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
+    ``theme`` overrides colours per node kind; ``legend`` adds a key.
+    """
+    if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
+        raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
+    styles = resolve_theme(theme)
+    writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device)
+    hidden = set()
+    if not show_no_grad:
+        hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
+    if not show_saved:
+        hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
+
+    graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
+    out = [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
+    line = writer.node_line
+    out.extend(line(n) for n in graph.nodes if n.id not in hidden)
+    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
+    if hidden:
+        out.extend(
+            f"\t{e.source} -> {e.target}{edge_suffix[e.kind]}\n"
+            for e in graph.edges
+            if e.source not in hidden and e.target not in hidden
+        )
+    else:
+        out.extend(f"\t{e.source} -> {e.target}{edge_suffix[e.kind]}\n" for e in graph.edges)
+    if legend:
+        shown = {n.kind for n in graph.nodes if n.id not in hidden}
+        out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
+    return out
+
+
+class _Writer:
+    """Writes one node line; caches what repeats across a big graph."""
+
+    def __init__(self, graph: AutogradGraph, styles: dict, max_chars: int, show_attrs: bool, show_device: bool):
+        self.params_given = graph.params_given
+        self.max_chars = max_chars
+        self.show_attrs = show_attrs
+        self.show_device = show_device
+        self.styles = styles
+        # "[attrs before label " and " attrs after label]" per kind, so most nodes
+        # are one f-string with no sorting.
+        self.templates = {}
+        for kind, attrs in styles.items():
+            before = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
+            after = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
+            self.templates[kind] = (before + " " if before else "", " " + after if after else "")
+        self.op_labels: dict[str, str] = {}
+
+    def node_line(self, node: Node) -> str:
+        kind = node.kind
+        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
+            text = self.op_labels.get(node.label)
+            if text is None:
+                text = self.op_labels[node.label] = self.quoted_id_or_label(node.label)
+            before, after = self.templates[kind]
+            return f"\t{node.id} [{before}label={text}{after}]\n"
+        lines, tooltip, left = self.label_lines(node)
+        if tooltip is None:
+            before, after = self.templates[kind]
+            return f"\t{node.id} [{before}label={label(lines, left)}{after}]\n"
+        attrs = dict(self.styles[kind])
+        attrs["label"] = label(lines, left)
+        attrs["tooltip"] = tooltip
+        return f"\t{node.id} [{attr_list(attrs)}]\n"
+
+    @staticmethod
+    def quoted_id_or_label(text: str) -> str:
+        return text if _PLAIN_ID.fullmatch(text) and text.lower() not in _DOT_KEYWORDS else quote(text)
+
+    def label_lines(self, node: Node) -> tuple[list[str], Optional[str], bool]:
+        """The label's lines, a tooltip with the full name when it was cut, and alignment."""
+        kind = node.kind
+        if kind == OP or kind == ACCUMULATE_GRAD:
+            return self.attr_table(node), None, True
+        if kind == NO_GRAD:
+            return [NO_GRAD_TEXT], None, False
+        name, tooltip = self.cut_name(node.label)
+        if kind == LEAF and self.params_given:
+            name = UNNAMED
+        if kind == SAVED and node.note:
+            return [name, f"[{node.note}]"], tooltip, False
+        lines = [name] if name else []
+        lines.append(self.tensor_text(node))
+        return lines, tooltip, False
+
+    def tensor_text(self, node: Node) -> str:
+        parts = [shape_text(node.shape)]
+        if node.dtype and node.dtype != DEFAULT_DTYPE:
+            parts.append(node.dtype)
+        if self.show_device and node.device:
+            parts.append(node.device)
+        return " ".join(parts)
+
+    def cut_name(self, name: str) -> tuple[str, Optional[str]]:
+        """Long names keep their end, where a parameter's own name is."""
+        if len(name) <= self.max_chars:
+            return name, None
+        return "..." + name[len(name) - self.max_chars + 3 :], name
+
+    def attr_table(self, node: Node) -> list[str]:
+        """An op's name over a table of its saved values, values cut at max_chars."""
+        width = max(len(k) for k, _ in node.attrs)
+        values = [v if len(v) <= self.max_chars else v[: self.max_chars - 3] + "..." for _, v in node.attrs]
+        rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
+        rule = "-" * max(len(node.label), max(len(r) for r in rows))
+        return [node.label, rule, *rows]
+
+
+def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[str]:
+    lines = ["\tsubgraph cluster_legend {\n", '\t\tgraph [label=legend style=dashed]\n']
+    for kind in kinds:
+        attrs = dict(styles[kind])
+        attrs["label"] = quote(LEGEND_TEXT[kind])
+        lines.append(f"\t\tlegend_{kind} [{attr_list(attrs)}]\n")
+    lines.extend(f"\t\tlegend_{a} -> legend_{b} [style=invis]\n" for a, b in zip(kinds, kinds[1:]))
+    lines.append("\t}\n")
+    return lines
+
+

@@ -1,0 +1,38 @@
+"""Named errors. Each one also inherits the builtin it resembles, so that
+``except ValueError`` keeps working for callers who don't know this package."""
+
+from __future__ import annotations
+
+GRAPHVIZ_INSTALL_HINT = (
+    "Install Graphviz (Debian/Ubuntu: 'apt-get install graphviz', macOS: "
+    "'brew install graphviz', conda: 'conda install -c conda-forge graphviz') "
+    "or write a .dot file instead, which needs no Graphviz"
+)
+
+
+class GraphvizAutogradError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class NoGraphError(GraphvizAutogradError, ValueError):
+    """The outputs hold no tensor that carries an autograd graph."""
+
+
+class InputTypeError(GraphvizAutogradError, TypeError):
+    """An argument has a type this package cannot use (outputs, params, ...)."""
+
+
+class OptionError(GraphvizAutogradError, ValueError):
+    """An option has a value outside what it accepts (format, direction, theme, ...)."""
+
+
+class GraphvizNotFoundError(GraphvizAutogradError, RuntimeError):
+    """The Graphviz ``dot`` executable is needed but is not on PATH."""
+
+
+class RenderError(GraphvizAutogradError, RuntimeError):
+    """Graphviz failed, timed out, or the result could not be written."""
+
+
+class OutputPathError(RenderError):
+    """The output path cannot be written (missing directory, no permission, ...)."""

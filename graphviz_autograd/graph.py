@@ -1,0 +1,114 @@
+"""The walked graph as plain data: no torch objects, nothing that keeps a tensor alive.
+
+A graph can be walked once and drawn many ways, built by hand in tests, and drawn
+after ``backward()`` has freed the buffers it describes.
+
+>>> g = AutogradGraph(
+...     nodes=(Node("n0", OUTPUT, "loss", shape=()), Node("n1", OP, "SumBackward0")),
+...     edges=(Edge("n1", "n0"),),
+... )
+>>> [n.label for n in g.nodes_of_kind(OP)]
+['SumBackward0']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple, Optional, Tuple
+
+# Node kinds. Plain strings so that a graph serialises to JSON as it is.
+OUTPUT = "output"  # a tensor the walk started from, named by its place in the outputs
+OP = "op"  # a backward node (MulBackward0, AddmmBackward0, a custom Function's node)
+ACCUMULATE_GRAD = "accumulate_grad"  # the node that stores a leaf's .grad
+PARAMETER = "parameter"  # a leaf tensor found among the given params
+LEAF = "leaf"  # a leaf tensor that requires grad but has no name
+NO_GRAD = "no_grad"  # an input slot that carries no gradient (a None in next_functions)
+SAVED = "saved"  # a tensor an op saved for backward (only with show_saved)
+
+NODE_KINDS = (OUTPUT, OP, ACCUMULATE_GRAD, PARAMETER, LEAF, NO_GRAD, SAVED)
+
+# Edge kinds.
+DATA = "data"  # gradient flows along it (drawn input -> consumer, like the forward pass)
+CUT = "no_grad"  # from a no-grad input to the op that consumed it
+SAVED_BY = "saved"  # from an op to a tensor it saved; no direction
+
+EDGE_KINDS = (DATA, CUT, SAVED_BY)
+
+Shape = Tuple[int, ...]
+
+
+class Node(NamedTuple):
+    """One node of the drawn graph (an immutable record).
+
+    ``label`` is the op name for ops, the parameter or output name for tensors
+    ('' when a tensor has no name) and the attribute name for saved tensors.
+    ``attrs`` holds an op's saved values as (name, text) pairs, collected only when
+    the walk was asked for them. ``note`` says what the value could not: 'freed'
+    for a saved tensor whose buffer ``backward()`` released.
+    """
+
+    id: str
+    kind: str
+    label: str = ""
+    shape: Optional[Shape] = None
+    dtype: Optional[str] = None
+    device: Optional[str] = None
+    attrs: Tuple[Tuple[str, str], ...] = ()
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "label": self.label,
+            "shape": None if self.shape is None else list(self.shape),
+            "dtype": self.dtype,
+            "device": self.device,
+            "attrs": {k: v for k, v in self.attrs},
+            "note": self.note,
+        }
+
+
+class Edge(NamedTuple):
+    """An edge drawn from ``source`` to ``target`` (input to consumer, as in the forward pass)."""
+
+    source: str
+    target: str
+    kind: str = DATA
+
+    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {"source": self.source, "target": self.target, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class AutogradGraph:
+    """Nodes in walk order (ids ``n0, n1, ...``) and the edges between them.
+
+    Nodes and edges are named tuples rather than dataclasses: a million-node walk
+    creates two million of them, and a tuple is built several times faster.
+
+    ``params_given`` records whether the walk was told parameter names, so that a
+    renderer can flag leaves it could not name.
+    """
+
+    nodes: Tuple[Node, ...]
+    edges: Tuple[Edge, ...]
+    params_given: bool = False
+    _by_id: dict = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+
+    def node(self, node_id: str) -> Node:
+        """The node with this id; KeyError if there is none."""
+        if self._by_id is None:
+            object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
+        return self._by_id[node_id]
+
+    def nodes_of_kind(self, *kinds: str) -> Iterator[Node]:
+        return (n for n in self.nodes if n.kind in kinds)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The graph as JSON-ready plain data."""
+        return {
+            "nodes": [n.to_dict() for n in self.nodes],
+            "edges": [e.to_dict() for e in self.edges],
+            "params_given": self.params_given,
+        }

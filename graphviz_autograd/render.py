@@ -1,0 +1,137 @@
+"""Run Graphviz and write files. The only module that starts a subprocess or writes
+output, and it writes atomically: a failed render leaves no partial file and leaves
+a file already at the target untouched.
+
+>>> format_for_path("graph.svg")
+'svg'
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
+
+# Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
+SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
+FORMATS = ("dot", "svg", "pdf", "png")
+DEFAULT_TIMEOUT = 600.0
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def format_for_path(path: PathLike, format: Optional[str] = None) -> str:
+    """The output format: ``format`` when given, else the one the file suffix names."""
+    if format is not None:
+        fmt = format.lower().lstrip(".")
+        if fmt == "gv":
+            fmt = "dot"
+        if fmt not in FORMATS:
+            raise OptionError(f"Unknown output format {format!r}; use one of: {', '.join(FORMATS)}.")
+        return fmt
+    suffix = Path(path).suffix.lower()
+    if suffix not in SUFFIX_FORMATS:
+        shown = suffix or "no suffix"
+        raise OptionError(
+            f"Cannot tell the output format of {os.fspath(path)!r} ({shown}); "
+            f"end the file name in one of {', '.join(SUFFIX_FORMATS)} or pass format=."
+        )
+    return SUFFIX_FORMATS[suffix]
+
+
+def find_dot() -> str:
+    """The path of the ``dot`` executable, or a GraphvizNotFoundError saying how to get it."""
+    found = shutil.which("dot")
+    if found is None:
+        raise GraphvizNotFoundError(
+            f"The Graphviz 'dot' executable was not found on PATH, and SVG, PDF and PNG output need it. "
+            f"{GRAPHVIZ_INSTALL_HINT}."
+        )
+    return found
+
+
+def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT) -> bytes:
+    """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes."""
+    executable = find_dot()
+    try:
+        done = subprocess.run(
+            [executable, f"-T{fmt}"],
+            input=source.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RenderError(
+            f"Graphviz 'dot' did not finish laying out the graph within {timeout:g} s. "
+            "Pass a larger timeout=, or write .dot and lay it out separately."
+        ) from None
+    except OSError as error:
+        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+        raise RenderError(f"Graphviz 'dot' failed to draw the graph as {fmt}: {message}")
+    return done.stdout
+
+
+def check_writable(path: PathLike) -> Path:
+    """Fail early, before any layout work, when ``path`` cannot be written."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise OutputPathError(f"Cannot write {os.fspath(path)!r}: the directory {os.fspath(directory)!r} does not exist. Create it first.")
+    if target.is_dir():
+        raise OutputPathError(f"Cannot write {os.fspath(path)!r}: it is a directory. Give a file name.")
+    if not os.access(directory, os.W_OK):
+        raise OutputPathError(f"Cannot write {os.fspath(path)!r}: the directory {os.fspath(directory)!r} is not writable.")
+    return target
+
+
+def write_atomic(path: PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    target = check_writable(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, _new_file_mode(target))
+        os.replace(tmp, target)
+    except BaseException as error:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(error, OSError):
+            raise OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.") from None
+        raise
+    return target
+
+
+def render_source(source: str, path: PathLike, *, format: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Path:
+    """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz."""
+    fmt = format_for_path(path, format)
+    check_writable(path)
+    data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout)
+    return write_atomic(path, data)
+
+
+def _new_file_mode(target: Path) -> int:
+    """Keep an existing file's mode; give a new one the mode open() would (0666 less umask)."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_UMASK
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once at import, as os.umask cannot be read without setting it

@@ -1,0 +1,106 @@
+"""Colours and shapes: one table, looked up by node and edge kind.
+
+The defaults follow the tutorials this project grew from (and torchviz): leaves
+and parameters light blue, outputs green, ops grey, saved tensors orange, and
+inputs that carry no gradient as small dashed boxes.
+
+>>> resolve_theme({"output": "palegreen"})["output"]["fillcolor"]
+'palegreen'
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Union
+
+from .errors import OptionError
+from .graph import (
+    ACCUMULATE_GRAD,
+    CUT,
+    DATA,
+    LEAF,
+    NO_GRAD,
+    NODE_KINDS,
+    OP,
+    OUTPUT,
+    PARAMETER,
+    SAVED,
+    SAVED_BY,
+)
+
+GRAPH_ATTRS = {"rankdir": "TB"}
+NODE_DEFAULTS = {
+    "fontname": "monospace",
+    "fontsize": "10",
+    "height": "0.2",
+    "shape": "box",
+    "style": "filled",
+}
+
+NODE_STYLES: dict[str, dict[str, str]] = {
+    OUTPUT: {"fillcolor": "darkolivegreen1"},
+    OP: {"fillcolor": "lightgrey"},
+    ACCUMULATE_GRAD: {"fillcolor": "lightgrey"},
+    PARAMETER: {"fillcolor": "lightblue"},
+    LEAF: {"fillcolor": "lightblue"},
+    NO_GRAD: {
+        "color": "gray40",
+        "fillcolor": "white",
+        "fontcolor": "gray40",
+        "fontsize": "8",
+        "style": "dashed,filled",
+    },
+    SAVED: {"fillcolor": "orange"},
+}
+
+EDGE_STYLES: dict[str, dict[str, str]] = {
+    DATA: {},
+    CUT: {"color": "gray40", "style": "dashed"},
+    SAVED_BY: {"dir": "none", "style": "dotted"},
+}
+
+# What the legend says of each node kind.
+LEGEND_TEXT = {
+    OUTPUT: "output",
+    OP: "backward op",
+    ACCUMULATE_GRAD: "stores a leaf's .grad",
+    PARAMETER: "parameter",
+    LEAF: "leaf tensor",
+    NO_GRAD: "input without gradient",
+    SAVED: "saved for backward",
+}
+
+DIRECTIONS = ("TB", "LR", "BT", "RL")
+
+Theme = Mapping[str, Union[str, Mapping[str, str]]]
+
+
+def resolve_theme(theme: Optional[Theme] = None) -> dict[str, dict[str, str]]:
+    """The node styles with ``theme`` laid over them.
+
+    ``theme`` maps a node kind to a fill colour or to a dict of Graphviz node
+    attributes, e.g. ``{"output": "palegreen", "op": {"fillcolor": "white"}}``.
+    """
+    styles = {kind: dict(attrs) for kind, attrs in NODE_STYLES.items()}
+    if theme is None:
+        return styles
+    if not isinstance(theme, Mapping):
+        raise OptionError(f"theme must be a dict of node kind to colour or attributes; got {type(theme).__name__}.")
+    for kind, override in theme.items():
+        if kind not in styles:
+            raise OptionError(f"theme names an unknown node kind {kind!r}; use one of: {', '.join(NODE_KINDS)}.")
+        if isinstance(override, str):
+            styles[kind]["fillcolor"] = override
+        elif isinstance(override, Mapping):
+            styles[kind].update({str(k): str(v) for k, v in override.items()})
+        else:
+            raise OptionError(
+                f"theme[{kind!r}] must be a colour name or a dict of Graphviz attributes; "
+                f"got {type(override).__name__}."
+            )
+    return styles
+
+
+def check_direction(direction: str) -> str:
+    if direction not in DIRECTIONS:
+        raise OptionError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}.")
+    return direction

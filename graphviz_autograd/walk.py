@@ -1,0 +1,376 @@
+"""Walk an autograd graph into plain data.
+
+This is the only module that touches autograd internals (``grad_fn``,
+``next_functions``, ``AccumulateGrad.variable``, ``_saved_*``). It iterates with an
+explicit stack, so a chain of a million ops walks as easily as ten, and it returns
+an :class:`~graphviz_autograd.graph.AutogradGraph` that holds no tensor.
+
+>>> import torch
+>>> w = torch.ones(2, requires_grad=True)
+>>> g = walk((w * 3).sum(), params={"w": w})
+>>> [(n.kind, n.label) for n in g.nodes]  # doctest: +NORMALIZE_WHITESPACE
+[('output', ''), ('op', 'SumBackward0'), ('op', 'MulBackward0'),
+ ('accumulate_grad', 'AccumulateGrad'), ('no_grad', ''), ('parameter', 'w')]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Mapping
+from typing import Any, Iterable, Iterator, Optional, Union
+
+import torch
+
+from .errors import InputTypeError, NoGraphError
+from .graph import (
+    ACCUMULATE_GRAD,
+    CUT,
+    DATA,
+    LEAF,
+    NO_GRAD,
+    OP,
+    OUTPUT,
+    PARAMETER,
+    SAVED,
+    SAVED_BY,
+    AutogradGraph,
+    Edge,
+    Node,
+)
+
+Params = Union[None, Mapping, torch.nn.Module, Iterable]
+
+_SAVED_PREFIX = "_saved_"
+_RAW_SAVED_PREFIX = "_raw_saved_"
+_CPP_PREFIX = "torch::autograd::"
+FREED = "[freed]"
+SAVED_TENSOR = "[saved tensor]"
+SAVED_TENSORS = "[saved tensors]"
+
+
+def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) -> AutogradGraph:
+    """Walk the backward graph of ``outputs`` and return it as plain data.
+
+    ``outputs`` is a tensor or any nesting of tuples, lists, dicts, namedtuples and
+    dict-like model outputs holding tensors; non-tensor values are skipped. Each
+    output tensor becomes an output node named by its place in the nesting
+    (``'[0]'``, ``'logits'``, ``'hidden_states[2]'``; ``''`` for a bare tensor).
+
+    ``params`` names leaf tensors: a ``dict`` of name to tensor (as torchviz takes),
+    an ``nn.Module`` (its parameters and buffers), or an iterable of
+    ``(name, tensor)`` pairs such as ``model.named_parameters()``.
+
+    ``collect_saved`` also records what each op saved for backward: non-tensor
+    values as text, tensors as their own nodes (``show_attrs``/``show_saved``).
+    """
+    named_outputs = list(_flatten_outputs(outputs))
+    with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
+    if not with_graph:
+        raise NoGraphError(_no_graph_message(outputs, named_outputs))
+    names = _parameter_names(params)
+    with _gc_paused():
+        return _Walker(names, params is not None, collect_saved).run(with_graph)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the walk allocates.
+
+    A walk creates millions of small tuples that hold no cycles; with the collector
+    running, each young-generation pass re-scans them and the walk takes twice as long.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# --- outputs -----------------------------------------------------------------------
+
+
+def _flatten_outputs(outputs: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield (name, tensor) for each tensor in a nesting, in order, without recursion."""
+    stack: list[tuple[str, Any]] = [("", outputs)]
+    seen_containers: set[int] = set()
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            yield name, value
+            continue
+        if isinstance(value, (str, bytes)) or id(value) in seen_containers:
+            continue
+        if isinstance(value, Mapping):
+            items = [(_join_key(name, key), v) for key, v in value.items()]
+        elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+            items = [(_join_key(name, key), getattr(value, key)) for key in value._fields]
+        elif isinstance(value, (tuple, list)):
+            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        seen_containers.add(id(value))
+        stack.extend(reversed(items))
+
+
+def _join_key(prefix: str, key: Any) -> str:
+    text = str(key)
+    if not (isinstance(key, str) and key.isidentifier()):
+        return f"{prefix}[{key!r}]"
+    return f"{prefix}.{text}" if prefix else text
+
+
+def _no_graph_message(outputs: Any, named_outputs: list[tuple[str, torch.Tensor]]) -> str:
+    fix = "Call it on the loss or the model output, computed with gradients enabled."
+    if not named_outputs:
+        return (
+            f"Nothing to draw: expected a tensor or a tuple/list/dict of tensors, "
+            f"got {_describe_value(outputs)}. {fix}"
+        )
+    if len(named_outputs) == 1:
+        return f"Nothing to draw: the output tensor has no autograd graph: {_why_no_grad(named_outputs[0][1])}. {fix}"
+    reasons = "; ".join(f"{name}: {_why_no_grad(t)}" for name, t in named_outputs[:5])
+    more = f" (and {len(named_outputs) - 5} more)" if len(named_outputs) > 5 else ""
+    return f"Nothing to draw: none of the {len(named_outputs)} output tensors has an autograd graph ({reasons}{more}). {fix}"
+
+
+def _why_no_grad(t: torch.Tensor) -> str:
+    if t.is_inference():
+        return "it was created under torch.inference_mode()"
+    if not (t.is_floating_point() or t.is_complex()):
+        return f"its dtype is {_dtype_name(t.dtype)}, and only floating-point and complex tensors carry gradients"
+    return (
+        "it has requires_grad=False and no grad_fn, so it was created under torch.no_grad(), "
+        "cut off with .detach(), or computed only from tensors that do not require grad "
+        "(for example with every parameter frozen)"
+    )
+
+
+def _describe_value(value: Any) -> str:
+    if isinstance(value, (tuple, list, Mapping)) and not value:
+        return f"an empty {type(value).__name__}"
+    if isinstance(value, (tuple, list, Mapping)):
+        return f"a {type(value).__name__} that holds no tensor"
+    return f"a value of type {type(value).__name__}"
+
+
+# --- params ------------------------------------------------------------------------
+
+
+def _parameter_names(params: Params) -> dict[int, str]:
+    """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
+    if params is None:
+        return {}
+    if isinstance(params, torch.nn.Module):
+        pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
+        pairs += list(params.named_buffers(remove_duplicate=False))
+    elif isinstance(params, Mapping):
+        pairs = params.items()
+    elif isinstance(params, (str, bytes, torch.Tensor)) or not hasattr(params, "__iter__"):
+        raise InputTypeError(_params_message(params))
+    else:
+        pairs = params
+    names: dict[int, str] = {}
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise InputTypeError(_params_message(params))
+        name, tensor = pair
+        if not isinstance(tensor, torch.Tensor):
+            raise InputTypeError(
+                f"params[{name!r}] is a {type(tensor).__name__}, not a tensor. "
+                "Pass params as dict(model.named_parameters()) or the model itself."
+            )
+        names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
+    return names
+
+
+def _params_message(params: Any) -> str:
+    return (
+        f"params must be a dict of name to tensor, an nn.Module or (name, tensor) pairs; "
+        f"got {type(params).__name__}. Pass dict(model.named_parameters()) or the model itself."
+    )
+
+
+# --- the walk ----------------------------------------------------------------------
+
+
+class _Walker:
+    """One walk. Holds autograd objects only while it runs; ``run`` returns plain data.
+
+    Nodes are stored by index (``nodes[i]`` has id ``n{i}``); an index is handed out
+    when a node is first seen, and the slot filled when the node is processed.
+    """
+
+    def __init__(self, parameter_names: dict[int, str], params_given: bool, collect_saved: bool):
+        self.parameter_names = parameter_names
+        self.params_given = params_given
+        self.collect_saved = collect_saved
+        self.nodes: list[Optional[Node]] = []
+        self.ids: list[str] = []  # ids[i] == f"n{i}", built once per node
+        self.edges: list[Edge] = []
+        self.fn_index: dict[Any, int] = {}  # grad_fn object -> node index
+        self.leaf_index: dict[int, int] = {}  # id(leaf tensor) -> node index
+        self.saved_index: dict[int, int] = {}  # id(saved tensor) -> node index
+        # Tensors whose id() is a key above must outlive the walk, or a new tensor
+        # could reuse the id. Dropped with the walker.
+        self.keep_alive: list[torch.Tensor] = []
+        self.labels: dict[str, str] = {}
+        self.saved_names: dict[type, tuple[str, ...]] = {}
+
+    def new_index(self) -> int:
+        index = len(self.nodes)
+        self.nodes.append(None)
+        self.ids.append(f"n{index}")
+        return index
+
+    def run(self, outputs: list[tuple[str, torch.Tensor]]) -> AutogradGraph:
+        for name, tensor in outputs:
+            out = self.new_index()
+            self.nodes[out] = Node(self.ids[out], OUTPUT, name, *_tensor_meta(tensor))
+            fn = tensor.grad_fn
+            if fn is None:
+                source = self.leaf(tensor)
+            else:
+                source = self.fn_index.get(fn)
+                if source is None:
+                    source = self.fn_index[fn] = self.new_index()
+                    self.drain([fn])
+            self.edges.append(Edge(self.ids[source], self.ids[out]))
+        return AutogradGraph(tuple(self.nodes), tuple(self.edges), self.params_given)  # type: ignore[arg-type]
+
+    def drain(self, stack: list[Any]) -> None:
+        """Process grad_fn nodes depth first; children get ids in input order.
+
+        The hot loop of a walk: locals instead of attribute look-ups, ids built once.
+        """
+        fn_index = self.fn_index
+        nodes = self.nodes
+        ids = self.ids
+        add_edge = self.edges.append
+        labels = self.labels
+        collect_saved = self.collect_saved
+        while stack:
+            fn = stack.pop()
+            index = fn_index[fn]
+            node_id = ids[index]
+            raw_name = fn.name()
+            label = labels.get(raw_name)
+            if label is None:
+                label = labels[raw_name] = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
+            attrs = self.saved(fn, node_id) if collect_saved else ()
+            if label == "AccumulateGrad":
+                nodes[index] = Node(node_id, ACCUMULATE_GRAD, label, attrs=attrs)
+                add_edge(Edge(ids[self.leaf(fn.variable)], node_id))
+                continue
+            nodes[index] = Node(node_id, OP, label, attrs=attrs)
+            children = []
+            for child, _ in fn.next_functions:
+                if child is None:
+                    cut = len(nodes)
+                    cut_id = f"n{cut}"
+                    nodes.append(Node(cut_id, NO_GRAD))
+                    ids.append(cut_id)
+                    add_edge(Edge(cut_id, node_id, CUT))
+                    continue
+                child_index = fn_index.get(child)
+                if child_index is None:
+                    child_index = fn_index[child] = len(nodes)
+                    nodes.append(None)
+                    ids.append(f"n{child_index}")
+                    children.append(child)
+                add_edge(Edge(ids[child_index], node_id))
+            if children:
+                children.reverse()
+                stack.extend(children)
+
+    def leaf(self, tensor: torch.Tensor) -> int:
+        """The index of a leaf tensor's node, adding the node the first time."""
+        index = self.leaf_index.get(id(tensor))
+        if index is not None:
+            return index
+        index = self.leaf_index[id(tensor)] = self.new_index()
+        self.keep_alive.append(tensor)
+        name = self.parameter_names.get(id(tensor))
+        kind = LEAF if name is None else PARAMETER
+        self.nodes[index] = Node(self.ids[index], kind, name or "", *_tensor_meta(tensor))
+        return index
+
+    # --- saved values (show_attrs / show_saved) ---
+
+    def saved(self, fn: Any, node_id: str) -> tuple[tuple[str, str], ...]:
+        """Record what ``fn`` saved for backward: text for values, nodes for tensors."""
+        attrs: list[tuple[str, str]] = []
+        for name in self.saved_attr_names(fn):
+            is_tensor = hasattr(fn, _RAW_SAVED_PREFIX + name)
+            try:
+                value = getattr(fn, _SAVED_PREFIX + name)
+            except RuntimeError:  # backward() already freed it
+                attrs.append((name, FREED))
+                if is_tensor:
+                    self.saved_tensor_node(name, None, node_id)
+                continue
+            attrs.append((name, self.saved_value(name, value, node_id)))
+        attrs.extend(self.custom_function_saved(fn, node_id))
+        return tuple(attrs)
+
+    def saved_attr_names(self, fn: Any) -> tuple[str, ...]:
+        names = self.saved_names.get(type(fn))
+        if names is None:
+            names = tuple(a[len(_SAVED_PREFIX):] for a in dir(fn) if a.startswith(_SAVED_PREFIX))
+            self.saved_names[type(fn)] = names
+        return names
+
+    def saved_value(self, name: str, value: Any, node_id: str) -> str:
+        if isinstance(value, torch.Tensor):
+            self.saved_tensor_node(name, value, node_id)
+            return SAVED_TENSOR
+        if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+            for i, item in enumerate(value):
+                if isinstance(item, torch.Tensor):
+                    self.saved_tensor_node(f"{name}[{i}]", item, node_id)
+            return SAVED_TENSORS
+        return str(value)
+
+    def custom_function_saved(self, fn: Any, node_id: str) -> list[tuple[str, str]]:
+        """A custom autograd.Function's ctx: save_for_backward tensors and plain ctx attributes."""
+        if not hasattr(fn, "_raw_saved_tensors"):
+            return []
+        attrs = []
+        if len(fn._raw_saved_tensors):
+            try:
+                attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, node_id)))
+            except RuntimeError:
+                attrs.append(("saved_tensors", FREED))
+                self.saved_tensor_node("saved_tensors", None, node_id)
+        for key, value in sorted(getattr(fn, "__dict__", {}).items()):
+            if not key.startswith("_"):
+                attrs.append((key, self.saved_value(key, value, node_id)))
+        return attrs
+
+    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str) -> None:
+        """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op."""
+        if tensor is None:
+            index = self.new_index()
+            self.nodes[index] = Node(self.ids[index], SAVED, name, note="freed")
+        else:
+            index = self.saved_index.get(id(tensor))
+            if index is None:
+                index = self.saved_index[id(tensor)] = self.new_index()
+                self.keep_alive.append(tensor)
+                self.nodes[index] = Node(self.ids[index], SAVED, name, *_tensor_meta(tensor))
+        self.edges.append(Edge(owner_id, self.ids[index], SAVED_BY))
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
+    """Shape, dtype and device, read from metadata only (no data leaves the device)."""
+    try:
+        shape: Optional[tuple[int, ...]] = tuple(int(s) for s in t.shape)
+    except (RuntimeError, TypeError, ValueError):  # nested/jagged tensors have no fixed shape
+        shape = None
+    return shape, _dtype_name(t.dtype), str(t.device)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
