@@ -208,7 +208,9 @@ class _Writer:
     def attr_table(self, node: Node) -> list[str]:
         """An op's name over a table of its saved values, values cut at max_chars."""
         width = max(len(k) for k, _ in node.attrs)
-        values = [v if len(v) <= self.max_chars else v[: self.max_chars - 3] + "..." for _, v in node.attrs]
+        # A value's repr may span lines (a module held on a ctx); one row each.
+        values = [" ".join(v.split()) for _, v in node.attrs]
+        values = [v if len(v) <= self.max_chars else v[: self.max_chars - 3] + "..." for v in values]
         rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
         rule = "-" * max(len(node.label), max(len(r) for r in rows))
         return [node.label, rule, *rows]

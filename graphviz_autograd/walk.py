@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 import torch
 
+from . import deep_graphs
 from .errors import InputTypeError, NoGraphError
 from .graph import (
     ACCUMULATE_GRAD,
@@ -69,8 +70,12 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     names = _parameter_names(params)
+    deep_graphs.release_unreferenced()
+    walker = _Walker(names, params is not None, collect_saved)
     with _gc_paused():
-        return _Walker(names, params is not None, collect_saved).run(with_graph)
+        graph = walker.run(with_graph)
+    deep_graphs.hold(list(walker.fn_index))
+    return graph
 
 
 @contextlib.contextmanager
