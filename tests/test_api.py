@@ -173,14 +173,15 @@ def test_dot_is_byte_identical_across_processes(tmp_path):
 def test_gpt2_renders_to_svg_and_pdf(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32)
-    model = transformers.GPT2LMHeadModel(config)
-    ids = torch.randint(0, 128, (1, 8))
+    # GPT-2 small as published (12 layers, 124M parameters), randomly initialised.
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    ids = torch.randint(0, 1000, (1, 8))
     output = model(ids, labels=ids)
     graph = walk(output, model)
     assert [n.label for n in graph.nodes_of_kind("output")] == ["loss", "logits"]
     names = {n.label for n in graph.nodes_of_kind("parameter")}
-    assert {"transformer.wte.weight", "transformer.h.1.attn.c_attn.weight", "transformer.ln_f.bias"} <= names
+    assert {"transformer.wte.weight", "transformer.h.11.attn.c_attn.weight", "transformer.ln_f.bias"} <= names
+    assert len(names) == len(list(model.parameters()))  # every parameter reached and named
     svg = render(graph, tmp_path / "gpt2.svg")
     assert ET.parse(svg).getroot().tag.endswith("svg")
     assert render(graph, tmp_path / "gpt2.pdf").read_bytes().startswith(b"%PDF")
