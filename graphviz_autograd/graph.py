@@ -13,6 +13,7 @@ after ``backward()`` has freed the buffers it describes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NamedTuple, Optional, Tuple
 
@@ -112,3 +113,12 @@ class AutogradGraph:
             "edges": [e.to_dict() for e in self.edges],
             "params_given": self.params_given,
         }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text: keys sorted, indented, the same bytes on every run.
+
+        >>> text = AutogradGraph((Node("n0", OP, "SumBackward0"),), ()).to_json()
+        >>> json.loads(text)["nodes"][0]["label"], text.splitlines()[1]
+        ('SumBackward0', '  "edges": [],')
+        """
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"

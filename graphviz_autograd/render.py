@@ -95,7 +95,10 @@ def check_writable(path: PathLike) -> Path:
 def write_atomic(path: PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same directory."""
     target = check_writable(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:  # os.access() said yes, but e.g. a read-only or virtual file system says no
+        raise OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -1,0 +1,320 @@
+"""The ``graphviz-autograd`` command: parse arguments, call the public API, report errors.
+
+Every error this package raises on purpose becomes one line on stderr and exit
+status 1 (click's usage errors exit with 2); ``--debug`` shows the traceback instead.
+Nothing here loads models, walks graphs or writes files by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import click
+
+from . import __version__
+from .dot import to_dot
+from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
+from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
+from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
+from .style import DIRECTIONS
+from .walk import walk
+
+PROG_NAME = "graphviz-autograd"
+JSON = "json"
+OUTPUT_FORMATS = FORMATS + (JSON,)
+OUTPUT_SUFFIXES = {**SUFFIX_FORMATS, ".json": JSON}
+STDOUT = "-"
+STDOUT_FORMATS = ("dot", "svg", JSON)  # text formats; PDF and PNG would garble a terminal
+DEFAULT_FORMAT = "pdf"
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "--version", prog_name=PROG_NAME, message="%(prog)s %(version)s")
+def main() -> None:
+    """Draw the autograd graph of a PyTorch model with Graphviz.
+
+    \b
+    Example:
+      graphviz-autograd render samples/mnist_cnn.py -o mnist.pdf
+
+    Run 'graphviz-autograd render --help' for the model forms and options.
+    """
+
+
+@main.command(context_settings=CONTEXT_SETTINGS, short_help="Draw a model's backward graph (PDF, SVG, PNG, DOT or JSON).")
+@click.argument("model", metavar="MODEL")
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="File to write; its suffix (.pdf .svg .png .dot .gv .json) picks the format. "
+    "'-' writes DOT, SVG or JSON to stdout. Default: <model-stem>.pdf in the current folder.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
+    help="Output format, whatever the suffix of -o. json is the walked graph as plain data.",
+)
+@click.option(
+    "--input-shape",
+    "input_shapes",
+    multiple=True,
+    metavar="N,N,...",
+    callback=lambda ctx, param, value: _parse_input_shapes(value),
+    help="Run on a random float input of this shape instead of the model's example inputs; "
+    "repeat for several positional inputs.",
+)
+@click.option(
+    "--train/--eval",
+    "training",
+    default=None,
+    help="Run the model in train or eval mode (on a copy). Default: the mode the model file leaves it in.",
+)
+@click.option(
+    "--params/--no-params",
+    "name_leaves",
+    default=True,
+    show_default=True,
+    help="Name leaves after the model's parameters, buffers and forward arguments.",
+)
+@click.option("--show-attrs", is_flag=True, help="List what each op saved for backward in its box.")
+@click.option("--show-saved", is_flag=True, help="Draw the tensors each op saved for backward.")
+@click.option(
+    "--direction",
+    type=click.Choice(DIRECTIONS),
+    default="TB",
+    show_default=True,
+    help="Layout direction: TB top to bottom, LR left to right.",
+)
+@click.option("--hide-no-grad", is_flag=True, help="Leave out the dashed boxes of inputs that carry no gradient.")
+@click.option("--legend", is_flag=True, help="Add a key of the node colours.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="Give up on Graphviz's layout after this long.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+def render(
+    model: str,
+    output: Optional[str],
+    output_format: Optional[str],
+    input_shapes: Optional[tuple[Shape, ...]],
+    training: Optional[bool],
+    name_leaves: bool,
+    show_attrs: bool,
+    show_saved: bool,
+    direction: str,
+    hide_no_grad: bool,
+    legend: bool,
+    timeout: float,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Draw the backward graph of MODEL's output, or of the loss its file defines.
+
+    \b
+    MODEL is one of:
+      path/to/model.py          a model file, as described below
+      path/to/file.py:factory   a function returning (model, example_inputs)
+      package.module:factory    the same, imported as 'python -m' would
+      model.pt2                 a torch.export archive, run on its stored inputs
+
+    \b
+    A model file defines, at module level:
+      model            an nn.Module, or a function returning one
+      example_inputs   the forward's inputs: a tuple, a dict or a tensor,
+                       or a function returning them (or pass --input-shape)
+      loss(output)     optional: turns the output into the tensor to draw
+    The model runs as 'python model.py' would run it (its folder importable),
+    in the mode the file leaves it in, and is never changed.
+
+    \b
+    Examples:
+      graphviz-autograd render samples/mnist_cnn.py -o mnist.pdf
+      graphviz-autograd render net.py --input-shape 1,3,224,224 --eval -o net.svg
+      graphviz-autograd render models.py:build --format json -o - > graph.json
+      graphviz-autograd render exported.pt2 -o exported.dot
+    """
+    progress = _Progress(quiet)
+    try:
+        spec = parse_model_spec(model)
+        target, fmt = _output_and_format(spec, output, output_format)
+        if target is not None:
+            check_writable(target)
+        if fmt not in ("dot", JSON):
+            _require_graphviz(spec, model)
+        with _stdout_to_stderr(target is None):
+            progress(f"loading {model}...")
+            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
+            for note in loaded.notes:  # a decision made for the user: shown even with --quiet
+                click.echo(f"note: {note}", err=True)
+            progress("running the forward pass...")
+            outputs = loaded.run()
+            dot_options = dict(
+                show_attrs=show_attrs,
+                show_saved=show_saved,
+                direction=direction,
+                show_no_grad=not hide_no_grad,
+                legend=legend,
+            )
+            text = _draw(loaded, outputs, fmt, progress, name_leaves=name_leaves, dot_options=dot_options)
+        _write(text, target, fmt, timeout, progress)
+    except GraphvizAutogradError as error:
+        if debug:
+            raise
+        raise click.ClickException(_one_line(str(error))) from None
+
+
+# --- steps -------------------------------------------------------------------------
+
+
+def _output_and_format(spec: ModelSpec, output: Optional[str], output_format: Optional[str]) -> tuple[Optional[Path], str]:
+    """The file to write (None for stdout) and its format; usage errors for what cannot work."""
+    fmt = output_format.lower() if output_format else None
+    if output == STDOUT:
+        fmt = fmt or "dot"
+        if fmt not in STDOUT_FORMATS:
+            raise click.UsageError(
+                f"-o - writes text to stdout, and {fmt.upper()} is binary; give a file name "
+                f"(-o {spec.stem}.{fmt}) or use --format {', '.join(STDOUT_FORMATS)}."
+            )
+        return None, fmt
+    if output is None:
+        fmt = fmt or DEFAULT_FORMAT
+        return Path(f"{spec.stem}.{fmt}"), fmt
+    if fmt is None:
+        suffix = Path(output).suffix.lower()
+        if suffix not in OUTPUT_SUFFIXES:
+            raise click.BadParameter(
+                f"cannot tell the format of {output!r} from its suffix ({suffix or 'none'}); end the name "
+                f"in one of {', '.join(OUTPUT_SUFFIXES)} or pass --format {'|'.join(OUTPUT_FORMATS)}.",
+                param_hint="'-o' / '--output'",
+            )
+        fmt = OUTPUT_SUFFIXES[suffix]
+    return Path(output), fmt
+
+
+def _require_graphviz(spec: ModelSpec, model: str) -> None:
+    """Fail before any model code runs when the format needs Graphviz and it is missing."""
+    try:
+        find_dot()
+    except GraphvizNotFoundError as error:
+        raise GraphvizNotFoundError(
+            f"{error} DOT output works without it: graphviz-autograd render {model} -o {spec.stem}.dot"
+        ) from error
+
+
+def _draw(
+    loaded: LoadedModel,
+    outputs: Any,
+    fmt: str,
+    progress: "_Progress",
+    *,
+    name_leaves: bool,
+    dot_options: dict[str, Any],
+) -> str:
+    """Walk the outputs and return JSON or DOT text."""
+    progress("walking the autograd graph...")
+    started = time.perf_counter()
+    names = loaded.tensor_names() if name_leaves else None
+    collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
+    try:
+        graph = walk(outputs, names, collect_saved=collect_saved)
+    except NoGraphError as error:
+        raise NoGraphError(
+            f"{loaded.source}: {error} In the model file, keep a parameter trainable and "
+            f"build the output with gradients enabled."
+        ) from error
+    progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
+    if fmt == JSON:
+        return graph.to_json()
+    source = to_dot(graph, **dot_options)
+    if fmt != "dot":
+        progress(f"laying out with dot ({len(graph.nodes)} nodes)...")
+    return source
+
+
+def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress") -> None:
+    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None."""
+    if target is None:
+        data = text.encode("utf-8") if fmt in ("dot", JSON) else run_dot(text, fmt, timeout=timeout)
+        click.echo(data, nl=False)  # bytes go out unchanged: no newline translation, no ANSI stripping
+        return
+    if fmt == JSON:
+        written = write_atomic(target, text.encode("utf-8"))
+    else:
+        written = render_source(text, target, format=fmt, timeout=timeout)
+    progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+class _Progress:
+    """Plain progress lines on stderr, so stdout stays clean for `-o -`."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            click.echo(message, err=True)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send what the model's code prints to stderr while stdout carries the graph."""
+    if not active:
+        yield
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+def _parse_input_shapes(values: tuple[str, ...]) -> Optional[tuple[Shape, ...]]:
+    if not values:
+        return None
+    return tuple(_parse_shape(value) for value in values)
+
+
+def _parse_shape(text: str) -> Shape:
+    """'1,3,224,224' (or '1x3x224x224', '(1, 3)') -> (1, 3, 224, 224); '' or '()' is a scalar."""
+    inner = text.strip().strip("()[]").strip()
+    if not inner:
+        return ()
+    parts = [part.strip() for part in re.split(r"[,x]", inner)]
+    if not all(part.isdigit() for part in parts):
+        raise click.BadParameter(
+            f"{text!r} is not a shape; write the sizes separated by commas, e.g. --input-shape 1,3,224,224.",
+            param_hint="'--input-shape'",
+        )
+    return tuple(int(part) for part in parts)
+
+
+def _one_line(message: str) -> str:
+    """Error text on one line: torch's messages often span several."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
+
+
+def _size_text(size: int) -> str:
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(prog_name=PROG_NAME)
