@@ -366,9 +366,11 @@ class _Walker:
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
     """Shape, dtype and device, read from metadata only (no data leaves the device)."""
     try:
-        shape: Optional[tuple[int, ...]] = tuple(int(s) for s in t.shape)
-    except (RuntimeError, TypeError, ValueError):  # nested/jagged tensors have no fixed shape
-        shape = None
+        size: Optional[tuple] = tuple(t.shape)
+    except (RuntimeError, TypeError, ValueError):  # strided nested tensors have no shape at all
+        size = None
+    # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
+    shape = size if size is not None and all(isinstance(s, int) for s in size) else None
     return shape, _dtype_name(t.dtype), str(t.device)
 
 
