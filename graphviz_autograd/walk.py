@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Optional, Union
 
 import torch
+from torch.autograd.function import BackwardCFunction
 
 from .errors import InputTypeError, NoGraphError
 from .graph import (
@@ -44,7 +45,10 @@ Params = Union[None, Mapping, torch.nn.Module, Iterable]
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
 _CPP_PREFIX = "torch::autograd::"
-FREED = "[freed]"
+# Why a saved value cannot be read (Node.note), and how an op's attribute shows it.
+FREED_NOTE = "freed"
+MODIFIED_NOTE = "modified in place"
+FREED = f"[{FREED_NOTE}]"
 SAVED_TENSOR = "[saved tensor]"
 SAVED_TENSORS = "[saved tensors]"
 
@@ -306,10 +310,11 @@ class _Walker:
             is_tensor = hasattr(fn, _RAW_SAVED_PREFIX + name)
             try:
                 value = getattr(fn, _SAVED_PREFIX + name)
-            except RuntimeError:  # backward() already freed it
-                attrs.append((name, FREED))
+            except RuntimeError as error:
+                note = _unreadable_note(error)
+                attrs.append((name, f"[{note}]"))
                 if is_tensor:
-                    self.saved_tensor_node(name, None, node_id)
+                    self.saved_tensor_node(name, None, node_id, note)
                 continue
             attrs.append((name, self.saved_value(name, value, node_id)))
         attrs.extend(self.custom_function_saved(fn, node_id))
@@ -335,25 +340,37 @@ class _Walker:
 
     def custom_function_saved(self, fn: Any, node_id: str) -> list[tuple[str, str]]:
         """A custom autograd.Function's ctx: save_for_backward tensors and plain ctx attributes."""
-        if not hasattr(fn, "_raw_saved_tensors"):
+        # Not hasattr(fn, "_raw_saved_tensors"): after backward() that getter raises
+        # RuntimeError, which hasattr() lets through.
+        if not isinstance(fn, BackwardCFunction):
             return []
         attrs = []
-        if len(fn._raw_saved_tensors):
+        try:
+            saved_count = len(fn._raw_saved_tensors)
+        except RuntimeError:
+            # backward() freed them, and with them how many there were: no node to draw.
+            attrs.append(("saved_tensors", FREED))
+            saved_count = 0
+        if saved_count:
             try:
                 attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, node_id)))
-            except RuntimeError:
-                attrs.append(("saved_tensors", FREED))
-                self.saved_tensor_node("saved_tensors", None, node_id)
+            except RuntimeError as error:
+                note = _unreadable_note(error)
+                attrs.append(("saved_tensors", f"[{note}]"))
+                self.saved_tensor_node("saved_tensors", None, node_id, note)
         for key, value in sorted(getattr(fn, "__dict__", {}).items()):
             if not key.startswith("_"):
                 attrs.append((key, self.saved_value(key, value, node_id)))
         return attrs
 
-    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str) -> None:
-        """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op."""
+    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str, note: str = "") -> None:
+        """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op.
+
+        ``tensor`` is None when it cannot be read; ``note`` then says why.
+        """
         if tensor is None:
             index = self.new_index()
-            self.nodes[index] = Node(self.ids[index], SAVED, name, note="freed")
+            self.nodes[index] = Node(self.ids[index], SAVED, name, note=note)
         else:
             index = self.saved_index.get(id(tensor))
             if index is None:
@@ -361,6 +378,16 @@ class _Walker:
                 self.keep_alive.append(tensor)
                 self.nodes[index] = Node(self.ids[index], SAVED, name, *_tensor_meta(tensor))
         self.edges.append(Edge(owner_id, self.ids[index], SAVED_BY))
+
+
+def _unreadable_note(error: RuntimeError) -> str:
+    """Why autograd refused to hand out a saved value: freed by backward(), or changed in place.
+
+    PyTorch raises RuntimeError for both and tells them apart only in the message.
+    """
+    if "modified by an inplace operation" in str(error):
+        return MODIFIED_NOTE
+    return FREED_NOTE
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:

@@ -132,6 +132,51 @@ def test_graph_freed_by_backward_draws_freed_buffers_instead_of_raising(graphviz
     assert "result: [freed]" in exp_node.lines
 
 
+def test_saved_tensor_modified_in_place_is_named_so_not_called_freed(graphviz_svg):
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 1).exp()  # ExpBackward0 saves its result, y
+    y.add_(1)  # which backward() would now refuse
+    graph = walk(y.sum(), collect_saved=True)
+    exp = next(n for n in graph.nodes if n.label == "ExpBackward0")
+    assert dict(exp.attrs) == {"result": "[modified in place]"}
+    assert [n.note for n in graph.nodes if n.kind == SAVED and n.label == "result"] == ["modified in place"]
+    _, nodes = drawn(graphviz_svg, y.sum(), show_attrs=True, show_saved=True)
+    assert ("result", "[modified in place]") in shown(nodes)
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.save_for_backward(x)
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.factor, None
+
+
+def test_custom_function_after_backward_shows_its_saved_tensors_freed(graphviz_svg):
+    x = torch.randn(2, requires_grad=True)
+    y = _Scale.apply(x, 3.0).sum()
+    y.backward()
+    graph = walk(y, collect_saved=True)
+    scale = next(n for n in graph.nodes if n.label == "_ScaleBackward")
+    assert dict(scale.attrs) == {"saved_tensors": "[freed]", "factor": "3.0"}
+    _, nodes = drawn(graphviz_svg, y, show_attrs=True, show_saved=True)
+    assert "saved_tensors: [freed]" in next(n.lines for n in nodes.values() if n.lines[0] == "_ScaleBackward")
+
+
+def test_custom_function_before_backward_draws_its_saved_tensor():
+    x = torch.randn(2, requires_grad=True)
+    y = _Scale.apply(x, 3.0).sum()
+    graph = walk(y, collect_saved=True)
+    scale = next(n for n in graph.nodes if n.label == "_ScaleBackward")
+    assert dict(scale.attrs) == {"saved_tensors": "[saved tensors]", "factor": "3.0"}
+    assert [(n.label, n.shape) for n in graph.nodes if n.kind == SAVED] == [("saved_tensors[0]", (2,))]
+
+
 def test_walking_twice_gives_the_same_dot_before_and_after_backward():
     x = torch.randn(3, requires_grad=True)
     loss = (x * x).sum()
