@@ -32,24 +32,37 @@ NO_GRAD_TEXT = "no grad"
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
 _DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Characters shown as an escape instead of written raw: control characters (C0 and
+# C1; line breaks and tab are handled before), and those XML, so SVG output, cannot
+# hold at all: lone surrogates, U+FFFE and U+FFFF.
+_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def escape(text: str) -> str:
+def escape(text: str, line_end: str = "\\n") -> str:
     """Text made safe inside a DOT double-quoted string, shown exactly as given.
 
     Backslashes and quotes are escaped, ``&`` is written as an entity (Graphviz
-    decodes entities even in plain labels), line breaks become DOT's ``\\n`` and
-    other control characters are shown as ``\\xNN``.
+    decodes entities even in plain labels), line breaks (``\\n``, ``\\r\\n``,
+    ``\\r``) become ``line_end`` (DOT's centred ``\\n``, or ``\\l`` in a
+    left-justified label), a tab becomes a space, other control characters are
+    shown as ``\\xNN``, and lone surrogates, U+FFFE and U+FFFF as ``\\uNNNN``.
 
     >>> escape('a "b" \\\\ c & d')
     'a \\\\"b\\\\" \\\\\\\\ c &amp; d'
+    >>> print(escape("bell\\a, nul\\x00"))
+    bell\\\\x07, nul\\\\x00
     """
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n").replace("\t", " ")
-    if _CONTROL.search(text):
-        text = _CONTROL.sub(lambda m: "\\\\x%02x" % ord(m.group()), text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", line_end).replace("\t", " ")
+    if _UNSHOWABLE.search(text):
+        text = _UNSHOWABLE.sub(_escaped_code, text)
     return text
+
+
+def _escaped_code(match: re.Match) -> str:
+    code = ord(match.group())
+    # Two backslashes, which DOT reads as one shown backslash.
+    return ("\\\\x%02x" if code < 0x100 else "\\\\u%04x") % code
 
 
 def quote(text: str) -> str:
@@ -67,7 +80,7 @@ def attr_value(value: str) -> str:
 def label(lines: Iterable[str], left: bool = False) -> str:
     """A quoted multi-line label; ``left`` justifies every line to the left."""
     if left:
-        return '"' + "".join(escape(line) + "\\l" for line in lines) + '"'
+        return '"' + "".join(escape(line, "\\l") + "\\l" for line in lines) + '"'
     return '"' + "\\n".join(escape(line) for line in lines) + '"'
 
 
