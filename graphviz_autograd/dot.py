@@ -85,7 +85,13 @@ def label(lines: Iterable[str], left: bool = False) -> str:
 
 
 def attr_list(attrs: Mapping[str, str]) -> str:
-    return " ".join(f"{key}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs))
+    """``key=value`` pairs in sorted order; ``label`` comes already quoted, the rest is quoted here.
+
+    Names are quoted as values are: a theme may name any attribute.
+    """
+    return " ".join(
+        f"{attr_value(key)}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs)
+    )
 
 
 def shape_text(shape: Optional[tuple[int, ...]]) -> str:
@@ -162,8 +168,8 @@ class _Writer:
         # are one f-string with no sorting.
         self.templates = {}
         for kind, attrs in styles.items():
-            before = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
-            after = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
+            before = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
+            after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
             self.templates[kind] = (before + " " if before else "", " " + after if after else "")
         self.op_labels: dict[str, str] = {}
 

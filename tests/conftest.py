@@ -46,6 +46,8 @@ def graphviz_svg() -> Callable[[str], dict[str, DrawnNode]]:
             lines = [(t.text or "").replace("\xa0", " ") for t in group.iter(_SVG + "text")]
             link = group.find(".//" + _SVG + "a")
             tooltip = None if link is None else link.get(_XLINK_TITLE)
+            if tooltip is not None:
+                tooltip = tooltip.replace("\xa0", " ")
             nodes[node_id] = DrawnNode(lines, tooltip)
         return nodes
 
