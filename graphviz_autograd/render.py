@@ -9,9 +9,9 @@ a file already at the target untouched.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
@@ -93,21 +93,30 @@ def check_writable(path: PathLike) -> Path:
 
 
 def write_atomic(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory.
+
+    A new file gets the mode ``open()`` would give it (0666 less the umask); a file
+    that is replaced keeps its mode.
+    """
     target = check_writable(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = _create_beside(target)
+    except OSError as error:
+        raise _cannot_write(path, error) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, _new_file_mode(target))
+        mode = _existing_mode(target)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as error:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:
             pass
         if isinstance(error, OSError):
-            raise OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.") from None
+            raise _cannot_write(path, error) from None
         raise
     return target
 
@@ -120,18 +129,28 @@ def render_source(source: str, path: PathLike, *, format: Optional[str] = None, 
     return write_atomic(path, data)
 
 
-def _new_file_mode(target: Path) -> int:
-    """Keep an existing file's mode; give a new one the mode open() would (0666 less umask)."""
+def _create_beside(target: Path) -> tuple[int, Path]:
+    """Create and open an unused ``.<name>.<random>.tmp`` next to ``target``.
+
+    Created with mode 0666 for the kernel to apply the umask in force now, as
+    open() does (tempfile.mkstemp would make it 0600, and reading the umask means
+    setting it, which races with other threads).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def _existing_mode(target: Path) -> Optional[int]:
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_UMASK
+        return None
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()  # read once at import, as os.umask cannot be read without setting it
+def _cannot_write(path: PathLike, error: OSError) -> OutputPathError:
+    return OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.")
