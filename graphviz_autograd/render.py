@@ -8,9 +8,11 @@ a file already at the target untouched.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 from typing import Optional, Union
@@ -55,28 +57,82 @@ def find_dot() -> str:
     return found
 
 
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    """``timeout`` if it is a positive number of seconds, None for no limit; OptionError otherwise."""
+    if timeout is None or timeout == math.inf:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise OptionError(f"timeout must be a positive number of seconds or None; got {timeout!r}.")
+    return timeout
+
+
 def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT) -> bytes:
-    """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes."""
+    """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes.
+
+    ``dot`` runs in a session of its own, so that on a timeout (or Ctrl-C) it is
+    stopped together with anything it started: killing only a ``dot`` that is a
+    wrapper script would leave its child running, holding our pipes open.
+    """
+    timeout = check_timeout(timeout)
     executable = find_dot()
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             [executable, f"-T{fmt}"],
-            input=source.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
+    except OSError as error:
+        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
+    try:
+        stdout, stderr = process.communicate(source.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
+        _stop(process)
         raise RenderError(
             f"Graphviz 'dot' did not finish laying out the graph within {timeout:g} s. "
             "Pass a larger timeout=, or write .dot and lay it out separately."
         ) from None
-    except OSError as error:
-        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+    except BaseException:
+        _stop(process)
+        raise
+    if process.returncode < 0:
+        raise RenderError(
+            f"Graphviz 'dot' was killed by {_signal_name(-process.returncode)} before it finished "
+            f"drawing the graph as {fmt}. A very large graph can exhaust memory: write .dot instead, "
+            "or draw a smaller part of the graph."
+        )
+    if process.returncode != 0:
+        message = stderr.decode("utf-8", "replace").strip() or f"exit status {process.returncode}"
         raise RenderError(f"Graphviz 'dot' failed to draw the graph as {fmt}: {message}")
-    return done.stdout
+    if not stdout:
+        raise RenderError(f"Graphviz 'dot' exited without error but drew nothing as {fmt}.")
+    return stdout
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Kill ``dot`` and everything in its session, then reap it."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except OSError:  # already gone
+        pass
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+    process.wait()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"signal {signal.Signals(number).name}"
+    except ValueError:
+        return f"signal {number}"
 
 
 def check_writable(path: PathLike) -> Path:
@@ -124,6 +180,7 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
 def render_source(source: str, path: PathLike, *, format: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Path:
     """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz."""
     fmt = format_for_path(path, format)
+    check_timeout(timeout)
     check_writable(path)
     data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout)
     return write_atomic(path, data)
