@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Optional, Union
 
@@ -77,20 +78,41 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
         return _Walker(names, params is not None, collect_saved).run(with_graph)
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the walk allocates.
+class _GcPause:
+    """Pauses the cyclic garbage collector while any walk runs, in any thread.
 
     A walk creates millions of small tuples that hold no cycles; with the collector
     running, each young-generation pass re-scans them and the walk takes twice as long.
+
+    Walks in several threads share one pause: the first to start records whether
+    the collector was enabled, and the last to finish restores that. (With each
+    walk saving and restoring on its own, a walk starting while another held the
+    collector off recorded "disabled"; if the other ended between that and its
+    own gc.disable(), the collector stayed off for the rest of the process.)
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.walks = 0
+        self.was_enabled = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.walks == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.walks += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.walks -= 1
+                if self.walks == 0 and self.was_enabled:
+                    gc.enable()
+
+
+_gc_paused = _GcPause()
 
 
 # --- outputs -----------------------------------------------------------------------
