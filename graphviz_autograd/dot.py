@@ -84,6 +84,36 @@ def label(lines: Iterable[str], left: bool = False) -> str:
     return '"' + "\\n".join(escape(line) for line in lines) + '"'
 
 
+def read_label(written: str) -> list[str]:
+    r"""The text lines of a label or value as this module wrote it; the inverse of :func:`label`.
+
+    For reading DOT back (the golden-file plugin summarises a mismatch with it).
+
+    >>> read_label(r'"fc.weight\n(2, 4)"'), read_label("MulBackward0")
+    (['fc.weight', '(2, 4)'], ['MulBackward0'])
+    >>> read_label(label(['op', 'a: "x" & \\'], left=True))
+    ['op', 'a: "x" & \\']
+    """
+    if not written.startswith('"'):
+        return [written]
+    lines, line, chars, i = [], [], written[1:-1], 0
+    while i < len(chars):
+        char = chars[i]
+        if char == "\\" and i + 1 < len(chars):
+            i += 1
+            if chars[i] in "nlr":
+                lines.append("".join(line))
+                line = []
+            else:
+                line.append(chars[i])
+        else:
+            line.append(char)
+        i += 1
+    if line or not lines:
+        lines.append("".join(line))
+    return [text.replace("&amp;", "&") for text in lines]
+
+
 def attr_list(attrs: Mapping[str, str]) -> str:
     """``key=value`` pairs in sorted order; ``label`` comes already quoted, the rest is quoted here.
 
