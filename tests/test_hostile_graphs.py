@@ -261,6 +261,16 @@ def test_meta_tensors_walk_without_data_and_show_the_device_only_when_asked(grap
     assert ("weight", "(2, 3) meta") in shown(nodes) and ("bias", "(2) meta") in shown(nodes)
 
 
+def test_the_same_model_on_another_device_draws_the_same_dot():
+    # What a golden file compares: CPU here, meta standing in for CUDA.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    on_cpu = make_dot(model(torch.randn(2, 3)).sum(), model, show_attrs=True, show_saved=True).source
+    model.to("meta")
+    on_meta = make_dot(model(torch.randn(2, 3, device="meta")).sum(), model, show_attrs=True, show_saved=True).source
+    assert on_meta == on_cpu
+
+
 def test_device_is_not_in_the_dot_unless_asked():
     w = torch.ones(2, requires_grad=True)
     assert "cpu" not in make_dot((w * 2).sum(), {"w": w}).source
