@@ -188,7 +188,7 @@ def test_interrupt_while_writing_leaves_no_temporary_file(old_target, monkeypatc
     assert_untouched(old_target)
 
 
-@pytest.mark.skipif(not hasattr(os, "setrlimit") and sys.platform != "linux", reason="needs RLIMIT_FSIZE")
+@pytest.mark.skipif(os.name != "posix", reason="needs RLIMIT_FSIZE and SIGXFSZ")
 def test_file_size_limit_hit_by_the_kernel(old_target):
     # A real failing write rather than a stand-in: the kernel refuses bytes past
     # RLIMIT_FSIZE (EFBIG) part-way through the file. In a child, as the limit is per process.
