@@ -32,24 +32,37 @@ NO_GRAD_TEXT = "no grad"
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
 _DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Characters shown as an escape instead of written raw: control characters (C0 and
+# C1; line breaks and tab are handled before), and those XML, so SVG output, cannot
+# hold at all: lone surrogates, U+FFFE and U+FFFF.
+_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def escape(text: str) -> str:
+def escape(text: str, line_end: str = "\\n") -> str:
     """Text made safe inside a DOT double-quoted string, shown exactly as given.
 
     Backslashes and quotes are escaped, ``&`` is written as an entity (Graphviz
-    decodes entities even in plain labels), line breaks become DOT's ``\\n`` and
-    other control characters are shown as ``\\xNN``.
+    decodes entities even in plain labels), line breaks (``\\n``, ``\\r\\n``,
+    ``\\r``) become ``line_end`` (DOT's centred ``\\n``, or ``\\l`` in a
+    left-justified label), a tab becomes a space, other control characters are
+    shown as ``\\xNN``, and lone surrogates, U+FFFE and U+FFFF as ``\\uNNNN``.
 
     >>> escape('a "b" \\\\ c & d')
     'a \\\\"b\\\\" \\\\\\\\ c &amp; d'
+    >>> print(escape("bell\\a, nul\\x00"))
+    bell\\\\x07, nul\\\\x00
     """
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n").replace("\t", " ")
-    if _CONTROL.search(text):
-        text = _CONTROL.sub(lambda m: "\\\\x%02x" % ord(m.group()), text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", line_end).replace("\t", " ")
+    if _UNSHOWABLE.search(text):
+        text = _UNSHOWABLE.sub(_escaped_code, text)
     return text
+
+
+def _escaped_code(match: re.Match) -> str:
+    code = ord(match.group())
+    # Two backslashes, which DOT reads as one shown backslash.
+    return ("\\\\x%02x" if code < 0x100 else "\\\\u%04x") % code
 
 
 def quote(text: str) -> str:
@@ -67,12 +80,48 @@ def attr_value(value: str) -> str:
 def label(lines: Iterable[str], left: bool = False) -> str:
     """A quoted multi-line label; ``left`` justifies every line to the left."""
     if left:
-        return '"' + "".join(escape(line) + "\\l" for line in lines) + '"'
+        return '"' + "".join(escape(line, "\\l") + "\\l" for line in lines) + '"'
     return '"' + "\\n".join(escape(line) for line in lines) + '"'
 
 
+def read_label(written: str) -> list[str]:
+    r"""The text lines of a label or value as this module wrote it; the inverse of :func:`label`.
+
+    For reading DOT back (the golden-file plugin summarises a mismatch with it).
+
+    >>> read_label(r'"fc.weight\n(2, 4)"'), read_label("MulBackward0")
+    (['fc.weight', '(2, 4)'], ['MulBackward0'])
+    >>> read_label(label(['op', 'a: "x" & \\'], left=True))
+    ['op', 'a: "x" & \\']
+    """
+    if not written.startswith('"'):
+        return [written]
+    lines, line, chars, i = [], [], written[1:-1], 0
+    while i < len(chars):
+        char = chars[i]
+        if char == "\\" and i + 1 < len(chars):
+            i += 1
+            if chars[i] in "nlr":
+                lines.append("".join(line))
+                line = []
+            else:
+                line.append(chars[i])
+        else:
+            line.append(char)
+        i += 1
+    if line or not lines:
+        lines.append("".join(line))
+    return [text.replace("&amp;", "&") for text in lines]
+
+
 def attr_list(attrs: Mapping[str, str]) -> str:
-    return " ".join(f"{key}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs))
+    """``key=value`` pairs in sorted order; ``label`` comes already quoted, the rest is quoted here.
+
+    Names are quoted as values are: a theme may name any attribute.
+    """
+    return " ".join(
+        f"{attr_value(key)}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs)
+    )
 
 
 def shape_text(shape: Optional[tuple[int, ...]]) -> str:
@@ -149,8 +198,8 @@ class _Writer:
         # are one f-string with no sorting.
         self.templates = {}
         for kind, attrs in styles.items():
-            before = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
-            after = " ".join(f"{k}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
+            before = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
+            after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
             self.templates[kind] = (before + " " if before else "", " " + after if after else "")
         self.op_labels: dict[str, str] = {}
 

@@ -8,10 +8,12 @@ a file already at the target untouched.
 
 from __future__ import annotations
 
+import math
 import os
+import secrets
 import shutil
+import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
@@ -55,28 +57,82 @@ def find_dot() -> str:
     return found
 
 
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    """``timeout`` if it is a positive number of seconds, None for no limit; OptionError otherwise."""
+    if timeout is None or timeout == math.inf:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise OptionError(f"timeout must be a positive number of seconds or None; got {timeout!r}.")
+    return timeout
+
+
 def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT) -> bytes:
-    """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes."""
+    """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes.
+
+    ``dot`` runs in a session of its own, so that on a timeout (or Ctrl-C) it is
+    stopped together with anything it started: killing only a ``dot`` that is a
+    wrapper script would leave its child running, holding our pipes open.
+    """
+    timeout = check_timeout(timeout)
     executable = find_dot()
     try:
-        done = subprocess.run(
+        process = subprocess.Popen(
             [executable, f"-T{fmt}"],
-            input=source.encode("utf-8"),
-            capture_output=True,
-            timeout=timeout,
-            check=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
         )
+    except OSError as error:
+        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
+    try:
+        stdout, stderr = process.communicate(source.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
+        _stop(process)
         raise RenderError(
             f"Graphviz 'dot' did not finish laying out the graph within {timeout:g} s. "
             "Pass a larger timeout=, or write .dot and lay it out separately."
         ) from None
-    except OSError as error:
-        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+    except BaseException:
+        _stop(process)
+        raise
+    if process.returncode < 0:
+        raise RenderError(
+            f"Graphviz 'dot' was killed by {_signal_name(-process.returncode)} before it finished "
+            f"drawing the graph as {fmt}. A very large graph can exhaust memory: write .dot instead, "
+            "or draw a smaller part of the graph."
+        )
+    if process.returncode != 0:
+        message = stderr.decode("utf-8", "replace").strip() or f"exit status {process.returncode}"
         raise RenderError(f"Graphviz 'dot' failed to draw the graph as {fmt}: {message}")
-    return done.stdout
+    if not stdout:
+        raise RenderError(f"Graphviz 'dot' exited without error but drew nothing as {fmt}.")
+    return stdout
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Kill ``dot`` and everything in its session, then reap it."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except OSError:  # already gone
+        pass
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        try:
+            if pipe is not None:
+                pipe.close()
+        except OSError:
+            pass
+    process.wait()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"signal {signal.Signals(number).name}"
+    except ValueError:
+        return f"signal {number}"
 
 
 def check_writable(path: PathLike) -> Path:
@@ -93,24 +149,30 @@ def check_writable(path: PathLike) -> Path:
 
 
 def write_atomic(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory.
+
+    A new file gets the mode ``open()`` would give it (0666 less the umask); a file
+    that is replaced keeps its mode.
+    """
     target = check_writable(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as error:  # os.access() said yes, but e.g. a read-only or virtual file system says no
-        raise OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.") from None
+        fd, tmp = _create_beside(target)
+    except OSError as error:
+        raise _cannot_write(path, error) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        os.chmod(tmp, _new_file_mode(target))
+        mode = _existing_mode(target)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as error:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:
             pass
         if isinstance(error, OSError):
-            raise OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.") from None
+            raise _cannot_write(path, error) from None
         raise
     return target
 
@@ -118,23 +180,34 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
 def render_source(source: str, path: PathLike, *, format: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Path:
     """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz."""
     fmt = format_for_path(path, format)
+    check_timeout(timeout)
     check_writable(path)
     data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout)
     return write_atomic(path, data)
 
 
-def _new_file_mode(target: Path) -> int:
-    """Keep an existing file's mode; give a new one the mode open() would (0666 less umask)."""
+def _create_beside(target: Path) -> tuple[int, Path]:
+    """Create and open an unused ``.<name>.<random>.tmp`` next to ``target``.
+
+    Created with mode 0666 for the kernel to apply the umask in force now, as
+    open() does (tempfile.mkstemp would make it 0600, and reading the umask means
+    setting it, which races with other threads).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def _existing_mode(target: Path) -> Optional[int]:
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_UMASK
+        return None
 
 
-def _read_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()  # read once at import, as os.umask cannot be read without setting it
+def _cannot_write(path: PathLike, error: OSError) -> OutputPathError:
+    return OutputPathError(f"Cannot write {os.fspath(path)!r}: {error.strerror or error}.")

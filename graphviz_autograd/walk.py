@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, Optional, Union
 
 import torch
+from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
 from .errors import InputTypeError, NoGraphError
@@ -45,7 +47,10 @@ Params = Union[None, Mapping, torch.nn.Module, Iterable]
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
 _CPP_PREFIX = "torch::autograd::"
-FREED = "[freed]"
+# Why a saved value cannot be read (Node.note), and how an op's attribute shows it.
+FREED_NOTE = "freed"
+MODIFIED_NOTE = "modified in place"
+FREED = f"[{FREED_NOTE}]"
 SAVED_TENSOR = "[saved tensor]"
 SAVED_TENSORS = "[saved tensors]"
 
@@ -78,20 +83,41 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
     return graph
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the walk allocates.
+class _GcPause:
+    """Pauses the cyclic garbage collector while any walk runs, in any thread.
 
     A walk creates millions of small tuples that hold no cycles; with the collector
     running, each young-generation pass re-scans them and the walk takes twice as long.
+
+    Walks in several threads share one pause: the first to start records whether
+    the collector was enabled, and the last to finish restores that. (With each
+    walk saving and restoring on its own, a walk starting while another held the
+    collector off recorded "disabled"; if the other ended between that and its
+    own gc.disable(), the collector stayed off for the rest of the process.)
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.walks = 0
+        self.was_enabled = False
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self.lock:
+            if self.walks == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.walks += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.walks -= 1
+                if self.walks == 0 and self.was_enabled:
+                    gc.enable()
+
+
+_gc_paused = _GcPause()
 
 
 # --- outputs -----------------------------------------------------------------------
@@ -311,10 +337,11 @@ class _Walker:
             is_tensor = hasattr(fn, _RAW_SAVED_PREFIX + name)
             try:
                 value = getattr(fn, _SAVED_PREFIX + name)
-            except RuntimeError:  # backward() already freed it
-                attrs.append((name, FREED))
+            except RuntimeError as error:
+                note = _unreadable_note(error)
+                attrs.append((name, f"[{note}]"))
                 if is_tensor:
-                    self.saved_tensor_node(name, None, node_id)
+                    self.saved_tensor_node(name, None, node_id, note)
                 continue
             attrs.append((name, self.saved_value(name, value, node_id)))
         attrs.extend(self.custom_function_saved(fn, node_id))
@@ -340,25 +367,37 @@ class _Walker:
 
     def custom_function_saved(self, fn: Any, node_id: str) -> list[tuple[str, str]]:
         """A custom autograd.Function's ctx: save_for_backward tensors and plain ctx attributes."""
-        if not hasattr(fn, "_raw_saved_tensors"):
+        # Not hasattr(fn, "_raw_saved_tensors"): after backward() that getter raises
+        # RuntimeError, which hasattr() lets through.
+        if not isinstance(fn, BackwardCFunction):
             return []
         attrs = []
-        if len(fn._raw_saved_tensors):
+        try:
+            saved_count = len(fn._raw_saved_tensors)
+        except RuntimeError:
+            # backward() freed them, and with them how many there were: no node to draw.
+            attrs.append(("saved_tensors", FREED))
+            saved_count = 0
+        if saved_count:
             try:
                 attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, node_id)))
-            except RuntimeError:
-                attrs.append(("saved_tensors", FREED))
-                self.saved_tensor_node("saved_tensors", None, node_id)
+            except RuntimeError as error:
+                note = _unreadable_note(error)
+                attrs.append(("saved_tensors", f"[{note}]"))
+                self.saved_tensor_node("saved_tensors", None, node_id, note)
         for key, value in sorted(getattr(fn, "__dict__", {}).items()):
             if not key.startswith("_"):
                 attrs.append((key, self.saved_value(key, value, node_id)))
         return attrs
 
-    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str) -> None:
-        """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op."""
+    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str, note: str = "") -> None:
+        """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op.
+
+        ``tensor`` is None when it cannot be read; ``note`` then says why.
+        """
         if tensor is None:
             index = self.new_index()
-            self.nodes[index] = Node(self.ids[index], SAVED, name, note="freed")
+            self.nodes[index] = Node(self.ids[index], SAVED, name, note=note)
         else:
             index = self.saved_index.get(id(tensor))
             if index is None:
@@ -368,12 +407,24 @@ class _Walker:
         self.edges.append(Edge(owner_id, self.ids[index], SAVED_BY))
 
 
+def _unreadable_note(error: RuntimeError) -> str:
+    """Why autograd refused to hand out a saved value: freed by backward(), or changed in place.
+
+    PyTorch raises RuntimeError for both and tells them apart only in the message.
+    """
+    if "modified by an inplace operation" in str(error):
+        return MODIFIED_NOTE
+    return FREED_NOTE
+
+
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
     """Shape, dtype and device, read from metadata only (no data leaves the device)."""
     try:
-        shape: Optional[tuple[int, ...]] = tuple(int(s) for s in t.shape)
-    except (RuntimeError, TypeError, ValueError):  # nested/jagged tensors have no fixed shape
-        shape = None
+        size: Optional[tuple] = tuple(t.shape)
+    except (RuntimeError, TypeError, ValueError):  # strided nested tensors have no shape at all
+        size = None
+    # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
+    shape = size if size is not None and all(isinstance(s, int) for s in size) else None
     return shape, _dtype_name(t.dtype), str(t.device)
 
 

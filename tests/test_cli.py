@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -539,10 +538,14 @@ def test_output_folder_not_writable(workdir, monkeypatch):
 def test_output_folder_that_refuses_the_file_despite_permissions(workdir, monkeypatch):
     write_bad_files(workdir)
 
-    def read_only_file_system(*args, **kwargs):
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+    real_open = os.open
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only_file_system)
+    def read_only_file_system(path, *args, **kwargs):
+        if str(path).endswith(".tmp"):  # the temporary file beside the output
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only_file_system)
     before = files_in(workdir)
     result = invoke("render", "good.py", "-o", "out.dot")
     assert result.exit_code == 1
