@@ -230,8 +230,47 @@ def layout_time(source: str, timeout: float) -> str:
 
 
 def measure(case: Case, repeat: int, layout: bool, layout_timeout: float, with_torchviz: bool) -> Result:
-    result = Result(case.name)
-    outputs, params = case.build()
+    built = list(case.build())
+    try:
+        return measure_graph(case.name, *built, repeat, layout, layout_timeout, with_torchviz)
+    finally:
+        free_root_first(built)
+
+
+def free_root_first(built: list) -> None:
+    """Free the graph of ``built[0]`` (the outputs) one node at a time, outputs first.
+
+    Once Python has seen a grad_fn (as every walk does), torch 2.13 frees it through
+    its Python wrapper, one nested C++ call per node down a chain: a graph deeper
+    than ~50,000 ops then overflows the C stack and the process dies. Holding every
+    wrapper and letting go of them outputs first frees each node without recursion.
+    """
+    # torchviz's recursive closures sit in reference cycles that hold the outputs
+    # (more so after a RecursionError); collect them first, so that once ``built``
+    # is cleared the wrappers below are the graph's last owners.
+    gc.collect()
+    wrappers = _grad_fns_outputs_first(built[0])
+    built.clear()
+    for i in range(len(wrappers)):
+        wrappers[i] = None
+
+
+def _grad_fns_outputs_first(outputs: Any) -> list:
+    """Every grad_fn reachable from ``outputs``, breadth first from the outputs."""
+    found = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    seen = set(found)
+    for fn in found:  # grows while it runs
+        for child, _ in fn.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                found.append(child)
+    return found
+
+
+def measure_graph(
+    name: str, outputs: Any, params: Optional[dict], repeat: int, layout: bool, layout_timeout: float, with_torchviz: bool
+) -> Result:
+    result = Result(name)
     graph = walk(outputs, params)
     result.nodes, result.edges = len(graph.nodes), len(graph.edges)
     source = to_dot(graph) if layout and result.nodes < LAYOUT_MAX_NODES else None
