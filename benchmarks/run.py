@@ -348,9 +348,12 @@ def _ms(seconds: float) -> str:
 def machine() -> str:
     import graphviz
 
+    import graphviz_autograd
+
     return (
         f"Python {platform.python_version()}, torch {torch.__version__}, "
-        f"graphviz (Python) {graphviz.__version__}, {os.cpu_count()} cores, {platform.machine()}"
+        f"graphviz (Python) {graphviz.__version__}, {os.cpu_count()} cores, {platform.machine()}\n"
+        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}"
     )
 
 
