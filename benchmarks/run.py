@@ -3,10 +3,10 @@
 Run by hand from the repository root, so that this checkout's package is the one
 imported::
 
-    PYTHONPATH=. python -m benchmarks            # every graph (about 2 minutes)
+    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 2.5 minutes)
     PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
 
-Columns, per graph (times are the best of ``--repeat`` runs, in milliseconds):
+Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 
 - ``nodes``, ``edges``: of the walked :class:`AutogradGraph`.
 - ``bare``: a minimal loop over ``grad_fn.next_functions`` with a seen-set and the
