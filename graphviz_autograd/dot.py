@@ -36,6 +36,9 @@ _DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
 # C1; line breaks and tab are handled before), and those XML, so SVG output, cannot
 # hold at all: lone surrogates, U+FFFE and U+FFFF.
 _UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# Every character escape() changes; most labels hold none, and one search is
+# cheaper than the passes below.
+_NEEDS_ESCAPE = re.compile(r'[\\"&\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
 
 
 def escape(text: str, line_end: str = "\\n") -> str:
@@ -52,6 +55,8 @@ def escape(text: str, line_end: str = "\\n") -> str:
     >>> print(escape("bell\\a, nul\\x00"))
     bell\\\\x07, nul\\\\x00
     """
+    if not _NEEDS_ESCAPE.search(text):
+        return text
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", line_end).replace("\t", " ")
     if _UNSHOWABLE.search(text):
@@ -133,7 +138,12 @@ def shape_text(shape: Optional[tuple[int, ...]]) -> str:
 
 def to_dot(graph: AutogradGraph, **options) -> str:
     """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
-    return "digraph {\n" + "".join(body_lines(graph, **options)) + "}\n"
+    lines = body_lines(graph, **options)
+    # One join over every piece: ``head + body + tail`` would copy a big graph's
+    # text (hundreds of MB for a million ops) twice more.
+    lines.insert(0, "digraph {\n")
+    lines.append("}\n")
+    return "".join(lines)
 
 
 def body_lines(
@@ -168,17 +178,14 @@ def body_lines(
 
     graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
     out = [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
-    line = writer.node_line
-    out.extend(line(n) for n in graph.nodes if n.id not in hidden)
+    nodes, edges = graph.nodes, graph.edges
+    if hidden:  # filtering costs a set look-up per node and edge: only when needed
+        nodes = [n for n in nodes if n.id not in hidden]
+        edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
+    out.extend(writer.node_lines(nodes))
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
-    if hidden:
-        out.extend(
-            f"\t{e.source} -> {e.target}{edge_suffix[e.kind]}\n"
-            for e in graph.edges
-            if e.source not in hidden and e.target not in hidden
-        )
-    else:
-        out.extend(f"\t{e.source} -> {e.target}{edge_suffix[e.kind]}\n" for e in graph.edges)
+    # Unpacking each Edge in the loop header is faster than three attribute reads.
+    out.extend([f"\t{source} -> {target}{edge_suffix[kind]}\n" for source, target, kind in edges])
     if legend:
         shown = {n.kind for n in graph.nodes if n.id not in hidden}
         out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
@@ -186,7 +193,7 @@ def body_lines(
 
 
 class _Writer:
-    """Writes one node line; caches what repeats across a big graph."""
+    """Writes node lines; caches what repeats across a big graph."""
 
     def __init__(self, graph: AutogradGraph, styles: dict, max_chars: int, show_attrs: bool, show_device: bool):
         self.params_given = graph.params_given
@@ -201,24 +208,43 @@ class _Writer:
             before = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
             after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
             self.templates[kind] = (before + " " if before else "", " " + after if after else "")
-        self.op_labels: dict[str, str] = {}
 
-    def node_line(self, node: Node) -> str:
+    def node_lines(self, nodes: Iterable[Node]) -> list[str]:
+        """One line per node: ``\\t<id> [<attributes>]\\n``.
+
+        The attributes depend on every field of a node but its id, and a big graph
+        repeats them (each MulBackward0 is drawn alike, each input without gradient
+        too), so they are written once per distinct node content and then reused:
+        a million-op chain writes three, not two million.
+        """
+        attrs_by_content: dict[tuple, str] = {}
+        lines = []
+        add_line = lines.append
+        for node in nodes:
+            content = node[1:]  # every field but the id
+            try:
+                attrs = attrs_by_content[content]
+            except KeyError:
+                attrs = attrs_by_content[content] = self.node_attrs(node)
+            except TypeError:  # a hand-built node holding a list cannot be a key
+                attrs = self.node_attrs(node)
+            add_line(f"\t{node[0]} {attrs}\n")
+        return lines
+
+    def node_attrs(self, node: Node) -> str:
+        """The bracketed attribute list of one node, as its line writes it."""
         kind = node.kind
         if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
-            text = self.op_labels.get(node.label)
-            if text is None:
-                text = self.op_labels[node.label] = self.quoted_id_or_label(node.label)
             before, after = self.templates[kind]
-            return f"\t{node.id} [{before}label={text}{after}]\n"
+            return f"[{before}label={self.quoted_id_or_label(node.label)}{after}]"
         lines, tooltip, left = self.label_lines(node)
         if tooltip is None:
             before, after = self.templates[kind]
-            return f"\t{node.id} [{before}label={label(lines, left)}{after}]\n"
+            return f"[{before}label={label(lines, left)}{after}]"
         attrs = dict(self.styles[kind])
         attrs["label"] = label(lines, left)
         attrs["tooltip"] = tooltip
-        return f"\t{node.id} [{attr_list(attrs)}]\n"
+        return f"[{attr_list(attrs)}]"
 
     @staticmethod
     def quoted_id_or_label(text: str) -> str:

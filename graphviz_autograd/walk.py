@@ -16,6 +16,7 @@ an :class:`~graphviz_autograd.graph.AutogradGraph` that holds no tensor.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 from collections.abc import Mapping
@@ -43,6 +44,12 @@ from .graph import (
 )
 
 Params = Union[None, Mapping, torch.nn.Module, Iterable]
+
+# ``Node(...)`` and ``Edge(...)`` run the Python-level ``__new__`` that NamedTuple
+# generates (with keyword handling); ``tuple.__new__`` given every field in order
+# builds the same object in a third of the time, and a million-op walk builds
+# millions of them. Used in the hot loop only; the field order is graph.py's.
+_record = tuple.__new__
 
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
@@ -274,12 +281,14 @@ class _Walker:
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get ids in input order.
 
-        The hot loop of a walk: locals instead of attribute look-ups, ids built once.
+        The hot loop of a walk: locals instead of attribute look-ups, ids built once,
+        records built with ``_record``.
         """
         fn_index = self.fn_index
         nodes = self.nodes
         ids = self.ids
         add_edge = self.edges.append
+        push = stack.append
         labels = self.labels
         collect_saved = self.collect_saved
         while stack:
@@ -292,29 +301,31 @@ class _Walker:
                 label = labels[raw_name] = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
             attrs = self.saved(fn, node_id) if collect_saved else ()
             if label == "AccumulateGrad":
-                nodes[index] = Node(node_id, ACCUMULATE_GRAD, label, attrs=attrs)
-                add_edge(Edge(ids[self.leaf(fn.variable)], node_id))
+                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, ""))
+                add_edge(_record(Edge, (ids[self.leaf(fn.variable)], node_id, DATA)))
                 continue
-            nodes[index] = Node(node_id, OP, label, attrs=attrs)
-            children = []
+            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, ""))
+            # New children go straight onto the stack (no list per node), then the
+            # run of them is reversed so that the first input is walked first.
+            new_children = 0
             for child, _ in fn.next_functions:
                 if child is None:
                     cut = len(nodes)
                     cut_id = f"n{cut}"
-                    nodes.append(Node(cut_id, NO_GRAD))
+                    nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "")))
                     ids.append(cut_id)
-                    add_edge(Edge(cut_id, node_id, CUT))
+                    add_edge(_record(Edge, (cut_id, node_id, CUT)))
                     continue
                 child_index = fn_index.get(child)
                 if child_index is None:
                     child_index = fn_index[child] = len(nodes)
                     nodes.append(None)
                     ids.append(f"n{child_index}")
-                    children.append(child)
-                add_edge(Edge(ids[child_index], node_id))
-            if children:
-                children.reverse()
-                stack.extend(children)
+                    push(child)
+                    new_children += 1
+                add_edge(_record(Edge, (ids[child_index], node_id, DATA)))
+            if new_children > 1:
+                stack[-new_children:] = stack[-new_children:][::-1]
 
     def leaf(self, tensor: torch.Tensor) -> int:
         """The index of a leaf tensor's node, adding the node the first time."""
@@ -425,8 +436,16 @@ def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
         size = None
     # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
     shape = size if size is not None and all(isinstance(s, int) for s in size) else None
-    return shape, _dtype_name(t.dtype), str(t.device)
+    return shape, _dtype_name(t.dtype), _device_name(t.device)
 
 
+# A model has hundreds of parameters but one or two dtypes and devices: their
+# names are cached rather than built again from str() for every tensor.
+@functools.lru_cache(maxsize=None)
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(device: torch.device) -> str:
+    return str(device)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from graphviz_autograd import InputTypeError, NoGraphError, deep_graphs, walk
+from graphviz_autograd import InputTypeError, NoGraphError, deep_graphs, to_dot, walk
 from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
 
 from .graph_cases import CASES
@@ -239,6 +239,10 @@ def test_a_deep_chain_walks_without_recursion_and_frees_without_crashing():
     graph = walk(y)
     # output + 200,001 ops + 200,001 constant inputs + AccumulateGrad + leaf
     assert len(graph.nodes) == 1 + 2 * 200_001 + 2
+    assert sum(1 for n in graph.nodes if n.kind == OP) == 200_001
+    assert len(graph.edges) == len(graph.nodes) - 1  # a chain: one edge into each node but the output
+    dot = to_dot(graph)
+    assert dot.count("\n") == len(graph.nodes) + len(graph.edges) + 4  # braces, graph and node defaults
     assert gc.isenabled()
     # Freeing a deep graph whose nodes have Python wrappers recurses in PyTorch and
     # overflows the C stack; deep_graphs frees it node by node instead.

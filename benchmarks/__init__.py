@@ -1,0 +1,1 @@
+"""Benchmarks of the walk and the DOT generation, run by hand: ``python -m benchmarks``."""

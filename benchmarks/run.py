@@ -1,0 +1,390 @@
+"""Time the walk and the DOT generation on real autograd graphs; print a table.
+
+Run by hand from the repository root, so that this checkout's package is the one
+imported::
+
+    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 2.5 minutes)
+    PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
+
+Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
+
+- ``nodes``, ``edges``: of the walked :class:`AutogradGraph`.
+- ``bare``: a minimal loop over ``grad_fn.next_functions`` with a seen-set and the
+  garbage collector paused, as the walk pauses it. It builds nothing, so it is the
+  floor for any walk in Python.
+- ``walk``: :func:`graphviz_autograd.walk`.
+- ``walk+dot``: ``walk`` then :func:`graphviz_autograd.to_dot` ("ours" below).
+- ``torchviz``: ``torchviz.make_dot(...).source`` when torchviz is installed;
+  ``RecursionError`` where its recursive walk gives up (about 1,000 ops deep).
+- ``ours/bare``, ``torchviz/ours``: ratios of times taken in the same run.
+- ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
+- ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
+  under 5,000 nodes only; ``timeout`` past ``--layout-timeout`` seconds).
+
+Graphs: GPT-2 small and BERT base built from their configs (random weights,
+nothing downloaded), ResNet-50 and DenseNet-121 when torchvision is installed,
+an LSTM cell unrolled over 30 steps (one set of weights, reused each step), and
+chains of 10k, 100k and 1M ``y = y * 1.0001`` ops. Each of those multiplications
+has a second input that carries no gradient, so a chain of n ops walks into
+2n + 3 nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from graphviz_autograd import to_dot, walk
+
+# A measurement is repeated up to --repeat times, but stops repeating once it has
+# spent this long: best-of-5 matters for a 20 ms graph, not for a 10 s one. It
+# still runs twice, as the first big run in a process also pays for growing the heap.
+REPEAT_BUDGET_S = 3.0
+MIN_RUNS = 2
+LAYOUT_MAX_NODES = 5_000
+RECURSION_ERROR = "RecursionError"
+
+
+@dataclass
+class Case:
+    """A graph to measure: ``build()`` returns (outputs, params) and keeps them alive."""
+
+    name: str
+    build: Callable[[], tuple[Any, Optional[dict]]]
+    needs: str = ""  # a module the case cannot run without
+
+
+@dataclass
+class Result:
+    name: str
+    nodes: int = 0
+    edges: int = 0
+    bare: float = 0.0
+    walk: float = 0.0
+    walk_dot: float = 0.0
+    torchviz: Optional[float] = None
+    torchviz_failure: str = ""
+    peak_bytes: int = 0
+    layout: str = ""
+    skipped: str = ""
+
+
+# --- the graphs --------------------------------------------------------------------
+
+
+def gpt2_small() -> tuple[Any, dict]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config())
+    input_ids = torch.randint(0, model.config.vocab_size, (1, 16))
+    return model(input_ids).logits, dict(model.named_parameters())
+
+
+def bert_base() -> tuple[Any, dict]:
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig())
+    input_ids = torch.randint(0, model.config.vocab_size, (1, 16))
+    out = model(input_ids)
+    return (out.last_hidden_state, out.pooler_output), dict(model.named_parameters())
+
+
+def torchvision_model(name: str) -> Callable[[], tuple[Any, dict]]:
+    def build() -> tuple[Any, dict]:
+        import torchvision
+
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(weights=None)
+        return model(torch.randn(1, 3, 224, 224)), dict(model.named_parameters())
+
+    return build
+
+
+def lstm_unrolled(steps: int = 30) -> tuple[Any, dict]:
+    """One LSTMCell applied step after step: every step reuses the same weights."""
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(32, 64)
+    inputs = torch.randn(steps, 1, 32)
+    h = c = torch.zeros(1, 64)
+    for x in inputs:
+        h, c = cell(x, (h, c))
+    return h, dict(cell.named_parameters())
+
+
+def chain(length: int) -> Callable[[], tuple[Any, None]]:
+    def build() -> tuple[Any, None]:
+        y = torch.ones(1, requires_grad=True)
+        for _ in range(length):
+            y = y * 1.0001
+        return y, None
+
+    return build
+
+
+CASES = [
+    Case("gpt2-small", gpt2_small, needs="transformers"),
+    Case("bert-base", bert_base, needs="transformers"),
+    Case("resnet50", torchvision_model("resnet50"), needs="torchvision"),
+    Case("densenet121", torchvision_model("densenet121"), needs="torchvision"),
+    Case("lstm-30-steps", lstm_unrolled),
+    Case("chain-10k", chain(10_000)),
+    Case("chain-100k", chain(100_000)),
+    Case("chain-1m", chain(1_000_000)),
+]
+
+
+# --- what is timed -----------------------------------------------------------------
+
+
+def bare_walk(outputs: Any) -> set:
+    """The floor: visit every grad_fn once, build nothing. Returns the grad_fns seen."""
+    roots = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    seen = set(roots)
+    stack = list(roots)
+    gc.disable()  # the walk pauses the collector too; compare like with like
+    try:
+        while stack:
+            for child, _ in stack.pop().next_functions:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    finally:
+        gc.enable()
+    return seen
+
+
+def ours(outputs: Any, params: Optional[dict]) -> tuple:
+    graph = walk(outputs, params)
+    return graph, to_dot(graph)  # both freed after the clock stops, as for ``walk``
+
+
+def torchviz_source(outputs: Any, params: Optional[dict]) -> str:
+    import torchviz
+
+    return torchviz.make_dot(outputs, params).source
+
+
+def _tensors(outputs: Any) -> list[torch.Tensor]:
+    return list(outputs) if isinstance(outputs, tuple) else [outputs]
+
+
+def best_time(function: Callable[[], Any], repeat: int) -> float:
+    """The best of up to ``repeat`` runs, each after a full collection.
+
+    The clock stops before the result is dropped: freeing a million-node graph
+    is the caller's cost, not the walk's.
+    """
+    best = float("inf")
+    spent = 0.0
+    for run in range(1, max(repeat, 1) + 1):
+        gc.collect()
+        start = time.perf_counter()
+        result = function()
+        elapsed = time.perf_counter() - start
+        del result
+        best = min(best, elapsed)
+        spent += elapsed
+        if spent > REPEAT_BUDGET_S and run >= MIN_RUNS:
+            break
+    gc.collect()
+    return best
+
+
+def peak_memory(function: Callable[[], Any]) -> int:
+    """Peak bytes Python allocated while ``function`` ran (its result included)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        gc.collect()
+
+
+def layout_time(source: str, timeout: float) -> str:
+    """Seconds ``dot -Tsvg`` takes on ``source``, as text for the table."""
+    executable = shutil.which("dot")
+    if executable is None:
+        return "no dot"
+    start = time.perf_counter()
+    try:
+        subprocess.run(
+            [executable, "-Tsvg"],
+            input=source.encode(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout,
+            check=True,
+        )
+    except subprocess.TimeoutExpired:
+        return f">{timeout:g} s"
+    except subprocess.CalledProcessError as error:
+        return f"failed ({error.returncode})"
+    return f"{time.perf_counter() - start:.2f} s"
+
+
+def measure(case: Case, repeat: int, layout: bool, layout_timeout: float, with_torchviz: bool) -> Result:
+    built = list(case.build())
+    try:
+        return measure_graph(case.name, *built, repeat, layout, layout_timeout, with_torchviz)
+    finally:
+        free_root_first(built)
+
+
+def free_root_first(built: list) -> None:
+    """Free the graph of ``built[0]`` (the outputs) without overflowing the C stack.
+
+    Once Python has seen a grad_fn (as every walk does), torch 2.13 frees it through
+    its Python wrapper, one nested C++ call per node down a chain. Our walk hands
+    deep graphs to ``graphviz_autograd.deep_graphs``, which frees them node by node
+    after a garbage collection; the collection also breaks torchviz's reference
+    cycles, which hold the outputs.
+    """
+    built.clear()
+    gc.collect()
+
+
+def measure_graph(
+    name: str, outputs: Any, params: Optional[dict], repeat: int, layout: bool, layout_timeout: float, with_torchviz: bool
+) -> Result:
+    result = Result(name)
+    graph = walk(outputs, params)
+    result.nodes, result.edges = len(graph.nodes), len(graph.edges)
+    source = to_dot(graph) if layout and result.nodes < LAYOUT_MAX_NODES else None
+    del graph
+
+    result.bare = best_time(lambda: bare_walk(outputs), repeat)
+    result.walk = best_time(lambda: walk(outputs, params), repeat)
+    result.walk_dot = best_time(lambda: ours(outputs, params), repeat)
+    result.peak_bytes = peak_memory(lambda: ours(outputs, params))
+    if with_torchviz:
+        try:
+            result.torchviz = best_time(lambda: torchviz_source(outputs, params), repeat)
+        except RecursionError:
+            result.torchviz_failure = RECURSION_ERROR
+    if source is not None:
+        result.layout = layout_time(source, layout_timeout)
+    elif layout:
+        result.layout = f"skipped (>= {LAYOUT_MAX_NODES:,} nodes)"
+    return result
+
+
+# --- the table ---------------------------------------------------------------------
+
+COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
+LAYOUT_COLUMN = "dot -Tsvg"
+
+
+def table(results: Sequence[Result], layout: bool) -> str:
+    columns = COLUMNS + ([LAYOUT_COLUMN] if layout else [])
+    rows = [_row(r, layout) for r in results]
+    widths = [max(len(column), *(len(row[i]) for row in rows)) if rows else len(column) for i, column in enumerate(columns)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(cells, widths))]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join("-" * (w + 1) + ":" if i else ":" + "-" * (w + 1) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(columns), rule, *(line(row) for row in rows)])
+
+
+def _row(r: Result, layout: bool) -> list[str]:
+    if r.skipped:
+        row = [r.name, "", "", "", "", "", "", "", "", ""]
+        row[1] = r.skipped
+        return row + ([""] if layout else [])
+    if r.torchviz is not None:
+        torchviz, torchviz_ratio = _ms(r.torchviz), f"{r.torchviz / r.walk_dot:.1f}"
+    else:
+        torchviz, torchviz_ratio = r.torchviz_failure or "not installed", "-"
+    row = [
+        r.name,
+        f"{r.nodes:,}",
+        f"{r.edges:,}",
+        _ms(r.bare),
+        _ms(r.walk),
+        _ms(r.walk_dot),
+        torchviz,
+        f"{r.walk_dot / r.bare:.1f}",
+        torchviz_ratio,
+        f"{r.peak_bytes / 2**20:,.1f}",
+    ]
+    return row + ([r.layout] if layout else [])
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.1f}"
+
+
+def machine() -> str:
+    import graphviz
+
+    import graphviz_autograd
+
+    return (
+        f"Python {platform.python_version()}, torch {torch.__version__}, "
+        f"graphviz (Python) {graphviz.__version__}, {os.cpu_count()} cores, {platform.machine()}\n"
+        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}"
+    )
+
+
+# --- command line ------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", metavar="NAME", choices=[c.name for c in CASES],
+                        help="measure this graph only (repeatable); one of: %(choices)s")
+    parser.add_argument("--repeat", type=int, default=5, metavar="N", help="best of N runs per measurement (default 5)")
+    parser.add_argument("--layout", action="store_true", help=f"also time `dot -Tsvg` on graphs under {LAYOUT_MAX_NODES:,} nodes")
+    parser.add_argument("--layout-timeout", type=float, default=60.0, metavar="S", help="seconds before `dot` is stopped (default 60)")
+    parser.add_argument("--no-torchviz", action="store_true", help="do not time torchviz even when it is installed")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    with_torchviz = not args.no_torchviz and _importable("torchviz")
+    cases = [c for c in CASES if not args.only or c.name in args.only]
+    print(machine())
+    results = []
+    started = time.perf_counter()
+    for case in cases:
+        if case.needs and not _importable(case.needs):
+            results.append(Result(case.name, skipped=f"skipped: {case.needs} not installed"))
+            continue
+        print(f"measuring {case.name} ...", file=sys.stderr, flush=True)
+        results.append(measure(case, args.repeat, args.layout, args.layout_timeout, with_torchviz))
+        gc.collect()
+    print(table(results, args.layout))
+    print(
+        f"ours = walk+dot. Times: best of {args.repeat} runs (of {MIN_RUNS} once a measurement has "
+        f"taken {REPEAT_BUDGET_S:g} s). Total {time.perf_counter() - started:.0f} s."
+    )
+    return 0
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The benchmark script runs and prints its table. A smoke test: no time is asserted."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
+
+
+def test_benchmark_prints_a_table_for_the_smallest_chain():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--only", "chain-10k", "--repeat", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    header, _rule, row = rows
+    assert [cell.strip() for cell in header.strip("|").split("|")] == COLUMNS
+    cells = dict(zip(COLUMNS, (cell.strip() for cell in row.strip("|").split("|"))))
+    assert cells["graph"] == "chain-10k"
+    # y = y * 1.0001: each op has a second input without gradient, so 2n + 3 nodes.
+    assert cells["nodes"] == "20,003"
+    assert cells["edges"] == "20,002"
+    float(cells["ours/bare"])
+    float(cells["walk+dot ms"].replace(",", ""))
+    # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
+    assert cells["torchviz ms"] in ("RecursionError", "not installed")
