@@ -35,7 +35,6 @@ import sys
 import sysconfig
 import traceback
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -43,6 +42,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from .errors import GraphvizAutogradError
+from .walk import named_tensors
 
 CONVENTION = (
     "a model file defines `model` (an nn.Module or a function returning one) and "
@@ -208,7 +208,7 @@ class LoadedModel:
             top = list(zip(_positional_names(self.model, len(args)), args))
         names: dict[str, torch.Tensor] = {}
         for name, value in top:
-            for inner_name, tensor in _named_tensors(name, value):
+            for inner_name, tensor in named_tensors(value, name):
                 names.setdefault(inner_name, tensor)
         return names
 
@@ -649,30 +649,6 @@ def _positional_names(model: torch.nn.Module, count: int) -> list[str]:
             names.extend(f"{parameter.name}[{i}]" for i in range(count - len(names)))
     names.extend(fallback[len(names):])
     return names
-
-
-def _named_tensors(name: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, tensor) for each tensor in a nesting of tuples, lists and dicts, without recursion."""
-    stack: list[tuple[str, Any]] = [(name, value)]
-    seen: set[int] = set()
-    while stack:
-        name, value = stack.pop()
-        if isinstance(value, torch.Tensor):
-            yield name, value
-            continue
-        if id(value) in seen:
-            continue
-        if isinstance(value, Mapping):
-            items = [
-                (f"{name}.{key}" if isinstance(key, str) and key.isidentifier() else f"{name}[{key!r}]", item)
-                for key, item in value.items()
-            ]
-        elif isinstance(value, (tuple, list)):
-            items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
-        else:
-            continue
-        seen.add(id(value))
-        stack.extend(reversed(items))
 
 
 def _describe_input_shapes(inputs: Any) -> str:

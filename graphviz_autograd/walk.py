@@ -77,7 +77,7 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
     ``collect_saved`` also records what each op saved for backward: non-tensor
     values as text, tensors as their own nodes (``show_attrs``/``show_saved``).
     """
-    named_outputs = list(_flatten_outputs(outputs))
+    named_outputs = list(named_tensors(outputs))
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
@@ -130,9 +130,12 @@ _gc_paused = _GcPause()
 # --- outputs -----------------------------------------------------------------------
 
 
-def _flatten_outputs(outputs: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield (name, tensor) for each tensor in a nesting, in order, without recursion."""
-    stack: list[tuple[str, Any]] = [("", outputs)]
+def named_tensors(outputs: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield (name, tensor) for each tensor in a nesting, in order, without recursion.
+
+    Names are paths from ``prefix``: ``[0]``, ``logits``, ``batch.mask``, ``x['a b']``.
+    """
+    stack: list[tuple[str, Any]] = [(prefix, outputs)]
     seen_containers: set[int] = set()
     while stack:
         name, value = stack.pop()
