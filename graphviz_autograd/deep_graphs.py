@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-from typing import Any
+from typing import Any, Collection
 
 # Below this many wrapped nodes the cascade cannot reach the stack's limit.
 DEEP_GRAPH_NODES = 10_000
@@ -56,13 +56,13 @@ class _HeldGraph:
         return False
 
 
-def hold(wrappers: list[Any]) -> None:
-    """Take over references to a deep graph's wrappers until they can be freed safely."""
+def hold(wrappers: Collection[Any]) -> None:
+    """Take over references to a deep graph's wrappers, in walk order, until they can be freed safely."""
     global _installed
     if len(wrappers) < DEEP_GRAPH_NODES:
-        return
+        return  # checked before copying: most graphs are small
     with _lock:
-        _held.append(_HeldGraph(wrappers))
+        _held.append(_HeldGraph(list(wrappers)))
         if not _installed:
             gc.callbacks.append(_after_collection)
             _installed = True

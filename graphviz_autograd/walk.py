@@ -86,7 +86,7 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
     walker = _Walker(names, params is not None, collect_saved)
     with _gc_paused():
         graph = walker.run(with_graph)
-    deep_graphs.hold(list(walker.fn_index))
+    deep_graphs.hold(walker.fn_index)
     return graph
 
 
@@ -352,10 +352,7 @@ class _Walker:
             try:
                 value = getattr(fn, _SAVED_PREFIX + name)
             except RuntimeError as error:
-                note = _unreadable_note(error)
-                attrs.append((name, f"[{note}]"))
-                if is_tensor:
-                    self.saved_tensor_node(name, None, node_id, note)
+                attrs.append((name, self.unreadable(name, error, node_id, is_tensor)))
                 continue
             attrs.append((name, self.saved_value(name, value, node_id)))
         attrs.extend(self.custom_function_saved(fn, node_id))
@@ -396,13 +393,18 @@ class _Walker:
             try:
                 attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, node_id)))
             except RuntimeError as error:
-                note = _unreadable_note(error)
-                attrs.append(("saved_tensors", f"[{note}]"))
-                self.saved_tensor_node("saved_tensors", None, node_id, note)
+                attrs.append(("saved_tensors", self.unreadable("saved_tensors", error, node_id, True)))
         for key, value in sorted(getattr(fn, "__dict__", {}).items()):
             if not key.startswith("_"):
                 attrs.append((key, self.saved_value(key, value, node_id)))
         return attrs
+
+    def unreadable(self, name: str, error: RuntimeError, node_id: str, is_tensor: bool) -> str:
+        """The text of a saved value autograd refused to hand out; a noted node for a tensor."""
+        note = _unreadable_note(error)
+        if is_tensor:
+            self.saved_tensor_node(name, None, node_id, note)
+        return f"[{note}]"
 
     def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str, note: str = "") -> None:
         """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op.
