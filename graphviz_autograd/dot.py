@@ -184,8 +184,8 @@ def body_lines(
         edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
     out.extend(writer.node_lines(nodes))
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
-    # Unpacking each Edge in the loop header is faster than three attribute reads.
-    out.extend([f"\t{source} -> {target}{edge_suffix[kind]}\n" for source, target, kind in edges])
+    # Indexing is faster than attribute reads on a million edges.
+    out.extend([f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges])
     if legend:
         shown = {n.kind for n in graph.nodes if n.id not in hidden}
         out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))

@@ -57,6 +57,7 @@ class Node(NamedTuple):
     device: Optional[str] = None
     attrs: Tuple[Tuple[str, str], ...] = ()
     note: str = ""
+    module: str = ""
 
     def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
         return {
@@ -68,18 +69,43 @@ class Node(NamedTuple):
             "device": self.device,
             "attrs": {k: v for k, v in self.attrs},
             "note": self.note,
+            "module": self.module,
         }
 
 
 class Edge(NamedTuple):
-    """An edge drawn from ``source`` to ``target`` (input to consumer, as in the forward pass)."""
+    """An edge drawn from ``source`` to ``target`` (input to consumer, as in the forward pass).
+
+    ``shape`` and ``dtype`` describe the tensor flowing along a data edge; the walk
+    fills them in only when asked (``collect_shapes``).
+    """
 
     source: str
     target: str
     kind: str = DATA
+    shape: Optional[Shape] = None
+    dtype: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
-        return {"source": self.source, "target": self.target, "kind": self.kind}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "kind": self.kind,
+            "shape": None if self.shape is None else list(self.shape),
+            "dtype": self.dtype,
+        }
+
+
+class ModuleInfo(NamedTuple):
+    """A module of the recorded model: its qualified name ('' for the model itself),
+    class name, and how many parameter elements it holds (its submodules' included)."""
+
+    path: str
+    type_name: str
+    parameters: int = 0
+
+    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {"path": self.path, "type_name": self.type_name, "parameters": self.parameters}
 
 
 @dataclass(frozen=True)
@@ -90,12 +116,14 @@ class AutogradGraph:
     creates two million of them, and a tuple is built several times faster.
 
     ``params_given`` records whether the walk was told parameter names, so that a
-    renderer can flag leaves it could not name.
+    renderer can flag leaves it could not name. ``modules`` lists the modules of a
+    recorded model in definition order (empty without a recorder).
     """
 
     nodes: Tuple[Node, ...]
     edges: Tuple[Edge, ...]
     params_given: bool = False
+    modules: Tuple[ModuleInfo, ...] = ()
     _by_id: dict = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
 
     def node(self, node_id: str) -> Node:
@@ -113,6 +141,7 @@ class AutogradGraph:
             "nodes": [n.to_dict() for n in self.nodes],
             "edges": [e.to_dict() for e in self.edges],
             "params_given": self.params_given,
+            "modules": [m.to_dict() for m in self.modules],
         }
 
     def to_json(self) -> str:

@@ -304,10 +304,10 @@ class _Walker:
                 label = labels[raw_name] = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
             attrs = self.saved(fn, node_id) if collect_saved else ()
             if label == "AccumulateGrad":
-                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, ""))
-                add_edge(_record(Edge, (ids[self.leaf(fn.variable)], node_id, DATA)))
+                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, "", ""))
+                add_edge(_record(Edge, (ids[self.leaf(fn.variable)], node_id, DATA, None, None)))
                 continue
-            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, ""))
+            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, "", ""))
             # New children go straight onto the stack (no list per node), then the
             # run of them is reversed so that the first input is walked first.
             new_children = 0
@@ -315,9 +315,9 @@ class _Walker:
                 if child is None:
                     cut = len(nodes)
                     cut_id = f"n{cut}"
-                    nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "")))
+                    nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "", "")))
                     ids.append(cut_id)
-                    add_edge(_record(Edge, (cut_id, node_id, CUT)))
+                    add_edge(_record(Edge, (cut_id, node_id, CUT, None, None)))
                     continue
                 child_index = fn_index.get(child)
                 if child_index is None:
@@ -326,7 +326,7 @@ class _Walker:
                     ids.append(f"n{child_index}")
                     push(child)
                     new_children += 1
-                add_edge(_record(Edge, (ids[child_index], node_id, DATA)))
+                add_edge(_record(Edge, (ids[child_index], node_id, DATA, None, None)))
             if new_children > 1:
                 stack[-new_children:] = stack[-new_children:][::-1]
 

@@ -273,7 +273,7 @@ def test_json_output_is_the_walked_graph_as_the_api_gives_it(workdir):
     assert to_stdout.stdout == from_api == (workdir / "graph.json").read_text()
 
     data = json.loads(to_stdout.stdout)
-    assert set(data) == {"nodes", "edges", "params_given"}
+    assert set(data) == {"nodes", "edges", "params_given", "modules"}
     kinds = {node["label"]: node["kind"] for node in data["nodes"] if node["kind"] == "parameter"}
     assert kinds == {"w": "parameter", "b": "parameter", "x": "parameter"}
     assert {edge["kind"] for edge in data["edges"]} == {"data"}
