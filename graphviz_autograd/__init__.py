@@ -11,7 +11,8 @@ from .errors import (
     OutputPathError,
     RenderError,
 )
-from .graph import AutogradGraph, Edge, Node
+from .graph import AutogradGraph, Edge, ModuleInfo, Node
+from .record import Recorder, record
 from .walk import walk
 
 __version__ = "0.1.0"
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AutogradGraph",
     "Edge",
+    "ModuleInfo",
     "GraphvizAutogradError",
     "GraphvizNotFoundError",
     "InputTypeError",
@@ -26,8 +28,10 @@ __all__ = [
     "NoGraphError",
     "OptionError",
     "OutputPathError",
+    "Recorder",
     "RenderError",
     "make_dot",
+    "record",
     "render",
     "to_dot",
     "walk",

@@ -30,6 +30,7 @@ import graphviz
 
 from .dot import body_lines
 from .graph import AutogradGraph
+from .record import Recorder
 from .render import DEFAULT_TIMEOUT, PathLike, render_source
 from .style import Theme
 from .walk import Params, walk
@@ -47,6 +48,7 @@ def make_dot(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    recorder: Optional[Recorder] = None,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -57,9 +59,10 @@ def make_dot(
 
     Beyond torchviz: ``direction`` ("TB" or "LR"), ``show_no_grad`` (dashed inputs
     that carry no gradient), ``show_device``, ``theme`` (colours per node kind)
-    and ``legend``.
+    and ``legend``. ``recorder``, from ``with record(model) as rec:`` around the
+    forward pass, adds modules and says how each input without gradient lost it.
     """
-    graph = _as_graph(var, params, collect_saved=show_attrs or show_saved)
+    graph = _as_graph(var, params, collect_saved=show_attrs or show_saved, recorder=recorder)
     dot = graphviz.Digraph()
     dot.body = body_lines(
         graph,
@@ -101,7 +104,7 @@ def render(
     return render_source(source, path, format=format, timeout=timeout)
 
 
-def _as_graph(var: Any, params: Params, collect_saved: bool) -> AutogradGraph:
+def _as_graph(var: Any, params: Params, collect_saved: bool, recorder: Optional[Recorder] = None) -> AutogradGraph:
     if isinstance(var, AutogradGraph):
         return var
-    return walk(var, params, collect_saved=collect_saved)
+    return walk(var, params, collect_saved=collect_saved, recorder=recorder)

@@ -256,7 +256,7 @@ class _Writer:
         if kind == OP or kind == ACCUMULATE_GRAD:
             return self.attr_table(node), None, True
         if kind == NO_GRAD:
-            return [NO_GRAD_TEXT], None, False
+            return self.cut_lines(node), None, False
         name, tooltip = self.cut_name(node.label)
         if kind == LEAF and self.params_given:
             name = UNNAMED
@@ -265,6 +265,13 @@ class _Writer:
         lines = [name] if name else []
         lines.append(self.tensor_text(node))
         return lines, tooltip, False
+
+    @staticmethod
+    def cut_lines(node: Node) -> list[str]:
+        """A no-grad input: how it lost its gradient and where, when a recorder saw it."""
+        if not node.label:
+            return [NO_GRAD_TEXT]
+        return [node.label, f"at {node.module}"] if node.module else [node.label]
 
     def tensor_text(self, node: Node) -> str:
         parts = [shape_text(node.shape)]

@@ -20,7 +20,7 @@ import functools
 import gc
 import threading
 from collections.abc import Mapping
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
 
 import torch
 from torch.autograd.function import BackwardCFunction
@@ -43,6 +43,9 @@ from .graph import (
     Node,
 )
 
+if TYPE_CHECKING:
+    from .record import Recorder
+
 Params = Union[None, Mapping, torch.nn.Module, Iterable]
 
 # ``Node(...)`` and ``Edge(...)`` run the Python-level ``__new__`` that NamedTuple
@@ -62,7 +65,14 @@ SAVED_TENSOR = "[saved tensor]"
 SAVED_TENSORS = "[saved tensors]"
 
 
-def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) -> AutogradGraph:
+def walk(
+    outputs: Any,
+    params: Params = None,
+    *,
+    collect_saved: bool = False,
+    collect_shapes: bool = False,
+    recorder: Optional["Recorder"] = None,
+) -> AutogradGraph:
     """Walk the backward graph of ``outputs`` and return it as plain data.
 
     ``outputs`` is a tensor or any nesting of tuples, lists, dicts, namedtuples and
@@ -76,14 +86,23 @@ def walk(outputs: Any, params: Params = None, *, collect_saved: bool = False) ->
 
     ``collect_saved`` also records what each op saved for backward: non-tensor
     values as text, tensors as their own nodes (``show_attrs``/``show_saved``).
+    ``collect_shapes`` records on each data edge the shape and dtype of the tensor
+    flowing along it (from autograd's input metadata; no data is read).
+
+    ``recorder`` (from :func:`~graphviz_autograd.record.record`) adds what a recorded
+    forward pass knows: each op's module, the modules of the model, and why each
+    input without gradient lost it. With a recorder of a model and no ``params``,
+    the model's parameters and buffers name the leaves.
     """
+    if recorder is not None and params is None:
+        params = recorder.model
     named_outputs = list(named_tensors(outputs))
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     names = _parameter_names(params)
     deep_graphs.release_unreferenced()
-    walker = _Walker(names, params is not None, collect_saved)
+    walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
     with _gc_paused():
         graph = walker.run(with_graph)
     deep_graphs.hold(walker.fn_index)
@@ -244,10 +263,20 @@ class _Walker:
     when a node is first seen, and the slot filled when the node is processed.
     """
 
-    def __init__(self, parameter_names: dict[int, str], params_given: bool, collect_saved: bool):
+    def __init__(
+        self,
+        parameter_names: dict[int, str],
+        params_given: bool,
+        collect_saved: bool,
+        collect_shapes: bool = False,
+        recorder: Optional["Recorder"] = None,
+    ):
         self.parameter_names = parameter_names
         self.params_given = params_given
         self.collect_saved = collect_saved
+        self.collect_shapes = collect_shapes
+        self.recorder = recorder
+        self.edge_meta: dict[Any, tuple] = {}  # grad_fn -> (shape, dtype) per output, with collect_shapes
         self.nodes: list[Optional[Node]] = []
         self.ids: list[str] = []  # ids[i] == f"n{i}", built once per node
         self.edges: list[Edge] = []
@@ -269,7 +298,8 @@ class _Walker:
     def run(self, outputs: list[tuple[str, torch.Tensor]]) -> AutogradGraph:
         for name, tensor in outputs:
             out = self.new_index()
-            self.nodes[out] = Node(self.ids[out], OUTPUT, name, *_tensor_meta(tensor))
+            meta = _tensor_meta(tensor)
+            self.nodes[out] = Node(self.ids[out], OUTPUT, name, *meta)
             fn = tensor.grad_fn
             if fn is None:
                 source = self.leaf(tensor)
@@ -278,8 +308,10 @@ class _Walker:
                 if source is None:
                     source = self.fn_index[fn] = self.new_index()
                     self.drain([fn])
-            self.edges.append(Edge(self.ids[source], self.ids[out]))
-        return AutogradGraph(tuple(self.nodes), tuple(self.edges), self.params_given)  # type: ignore[arg-type]
+            shape, dtype = meta[:2] if self.collect_shapes else (None, None)
+            self.edges.append(Edge(self.ids[source], self.ids[out], DATA, shape, dtype))
+        modules = self.recorder.modules if self.recorder is not None else ()
+        return AutogradGraph(tuple(self.nodes), tuple(self.edges), self.params_given, modules)  # type: ignore[arg-type]
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get ids in input order.
@@ -294,6 +326,10 @@ class _Walker:
         push = stack.append
         labels = self.labels
         collect_saved = self.collect_saved
+        shapes = self.collect_shapes
+        key = self.recorder.key if self.recorder is not None else None
+        module = ""
+        cut_reasons: tuple = ()
         while stack:
             fn = stack.pop()
             index = fn_index[fn]
@@ -304,18 +340,31 @@ class _Walker:
                 label = labels[raw_name] = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
             attrs = self.saved(fn, node_id) if collect_saved else ()
             if label == "AccumulateGrad":
-                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, "", ""))
-                add_edge(_record(Edge, (ids[self.leaf(fn.variable)], node_id, DATA, None, None)))
+                leaf = self.leaf(fn.variable)
+                owner = nodes[leaf][-1]  # type: ignore[index]
+                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, "", owner))
+                leaf_node = nodes[leaf]
+                leaf_shape = (leaf_node[3], leaf_node[4]) if shapes else (None, None)  # type: ignore[index]
+                add_edge(_record(Edge, (ids[leaf], node_id, DATA, *leaf_shape)))
                 continue
-            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, "", ""))
+            if key is not None:
+                module, cut_reasons = fn.metadata.get(key) or ("", ())
+            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, "", module))
             # New children go straight onto the stack (no list per node), then the
             # run of them is reversed so that the first input is walked first.
             new_children = 0
-            for child, _ in fn.next_functions:
+            cuts = 0
+            for child, output_nr in fn.next_functions:
                 if child is None:
                     cut = len(nodes)
                     cut_id = f"n{cut}"
-                    nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "", "")))
+                    reason = cut_reasons[cuts] if cuts < len(cut_reasons) else None
+                    cuts += 1
+                    if reason is None:
+                        nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "", module)))
+                    else:
+                        code, text, where = reason
+                        nodes.append(_record(Node, (cut_id, NO_GRAD, text, None, None, None, (), code, where)))
                     ids.append(cut_id)
                     add_edge(_record(Edge, (cut_id, node_id, CUT, None, None)))
                     continue
@@ -326,9 +375,19 @@ class _Walker:
                     ids.append(f"n{child_index}")
                     push(child)
                     new_children += 1
-                add_edge(_record(Edge, (ids[child_index], node_id, DATA, None, None)))
+                if shapes:
+                    add_edge(_record(Edge, (ids[child_index], node_id, DATA, *self.output_meta(child, output_nr))))
+                else:
+                    add_edge(_record(Edge, (ids[child_index], node_id, DATA, None, None)))
             if new_children > 1:
                 stack[-new_children:] = stack[-new_children:][::-1]
+
+    def output_meta(self, fn: Any, output_nr: int) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
+        """Shape and dtype of output ``output_nr`` of the forward op behind ``fn``."""
+        metas = self.edge_meta.get(fn)
+        if metas is None:
+            metas = self.edge_meta[fn] = tuple(_input_meta(m) for m in fn._input_metadata)
+        return metas[output_nr] if output_nr < len(metas) else (None, None)
 
     def leaf(self, tensor: torch.Tensor) -> int:
         """The index of a leaf tensor's node, adding the node the first time."""
@@ -339,7 +398,8 @@ class _Walker:
         self.keep_alive.append(tensor)
         name = self.parameter_names.get(id(tensor))
         kind = LEAF if name is None else PARAMETER
-        self.nodes[index] = Node(self.ids[index], kind, name or "", *_tensor_meta(tensor))
+        owner = self.recorder.owner(name) if self.recorder is not None and name else ""
+        self.nodes[index] = Node(self.ids[index], kind, name or "", *_tensor_meta(tensor), module=owner)
         return index
 
     # --- saved values (show_attrs / show_saved) ---
@@ -442,6 +502,16 @@ def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
     # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
     shape = size if size is not None and all(isinstance(s, int) for s in size) else None
     return shape, _dtype_name(t.dtype), _device_name(t.device)
+
+
+def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
+    """Shape and dtype from autograd's record of a tensor an op received or made."""
+    try:
+        size = tuple(meta.shape)
+    except (RuntimeError, TypeError, ValueError, AttributeError):  # nested tensors
+        size = None
+    shape = size if size is not None and all(isinstance(s, int) for s in size) else None
+    return shape, _dtype_name(meta.dtype)
 
 
 # A model has hundreds of parameters but one or two dtypes and devices: their

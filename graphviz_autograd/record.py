@@ -1,0 +1,349 @@
+"""Record a forward pass: which module made each op, and why an input carries no gradient.
+
+The backward graph alone knows neither. ``record`` watches the forward pass with a
+``TorchFunctionMode`` and a pre/post forward hook on each module of the model, and
+notes on each new autograd node (in its ``metadata`` dict, which lives and dies
+with the node) the innermost module that was running and the reason for each of
+its inputs that carries no gradient. :func:`~graphviz_autograd.walk.walk` reads the
+notes when given the recorder; nothing else is kept, so the recorder holds no
+tensor and the graph is freed as usual.
+
+>>> import torch
+>>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())
+>>> with record(model) as rec:
+...     out = model(torch.ones(1, 3)).sum()
+>>> from graphviz_autograd import walk
+>>> g = walk(out, recorder=rec)
+>>> sorted({(n.label, n.module) for n in g.nodes if n.kind == "op"})
+[('AddmmBackward0', '0'), ('ReluBackward0', '1'), ('SumBackward0', ''), ('TBackward0', '0')]
+>>> [(n.label, n.note, n.module) for n in g.nodes if n.kind == "no_grad"]
+[('input (requires_grad=False)', 'requires_grad_false', '0')]
+
+Entering and leaving restores everything, also when the forward raises: hooks are
+removed, the mode is popped, and grad mode, the model's parameters, buffers,
+``training`` flag and device are never touched.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
+
+from .errors import InputTypeError
+from .graph import ModuleInfo
+from .walk import named_tensors
+
+# Reason codes of a no-grad input (Node.note of a no_grad node) and how a label says them.
+DETACH = "detach"
+DATA_ATTRIBUTE = "data"
+NO_GRAD_MODE = "no_grad"
+INFERENCE_MODE = "inference_mode"
+FROZEN = "frozen"
+BUFFER = "buffer"
+REQUIRES_GRAD_FALSE = "requires_grad_false"
+INTEGER = "integer"
+
+REASON_CODES = (DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER)
+
+# (code, label text, module where the gradient was cut)
+Reason = tuple[str, str, str]
+
+# Calls that cut a tensor off: code, how a label says it of a named tensor, of an unnamed one.
+_DETACHING = {
+    torch.Tensor.detach: (DETACH, "{}.detach()", "detach()"),
+    torch.Tensor.detach_: (DETACH, "{}.detach_()", "detach_()"),
+    torch.detach: (DETACH, "{}.detach()", "detach()"),
+    torch.Tensor.data.__get__: (DATA_ATTRIBUTE, "{}.data", ".data"),  # type: ignore[attr-defined]
+}
+# F.linear(input, weight, bias) becomes addmm(bias, input, weight.t()): its
+# inputs without gradient show up in that order among the new nodes' slots.
+_SLOT_ORDER: dict[Callable, Callable[[list], list]] = {
+    F.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
+    torch._C._nn.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
+}
+_ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_keys = itertools.count()
+
+
+class Recorder:
+    """What :func:`record` saw. Pass it to ``walk``/``make_dot``/``render`` as ``recorder=``.
+
+    ``modules`` lists the model's modules (``ModuleInfo``: qualified name, class,
+    parameter count) in definition order; empty when recording without a model.
+    """
+
+    def __init__(self, model: Optional[torch.nn.Module]):
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise InputTypeError(
+                f"record() takes an nn.Module (or nothing); got {type(model).__name__}. "
+                "Pass the model whose forward pass you want to record."
+            )
+        self.model = model
+        # The key under which this recorder's notes sit in each node's metadata.
+        self.key = f"graphviz_autograd.record.{next(_keys)}"
+        self.modules: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
+        self._module_paths = frozenset(info.path for info in self.modules)
+        self._stack: list[str] = []
+        self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._fixed_reasons: dict[int, Reason] = {}  # id -> reason, for frozen parameters and buffers
+        # id -> name of the model's inputs, parameters and buffers, while recording
+        self._names: dict[int, str] = {}
+        self._named_inputs: list[torch.Tensor] = []
+        self._hooks: list[Any] = []
+        self._mode: Optional[_RecordingMode] = None
+        self._thread: Optional[int] = None
+
+    # --- what the walk asks ---
+
+    def notes(self, grad_fn: Any) -> Optional[tuple[str, tuple[Optional[Reason], ...]]]:
+        """(module, reason per no-grad slot) noted on ``grad_fn``, or None if this recorder never saw it."""
+        return grad_fn.metadata.get(self.key)
+
+    def owner(self, parameter_name: str) -> str:
+        """The module that owns a parameter or buffer of this name ('' if none does)."""
+        path = parameter_name
+        while path:
+            path = path.rpartition(".")[0]
+            if path in self._module_paths:
+                return path
+        return ""
+
+    # --- the context manager ---
+
+    def __enter__(self) -> "Recorder":
+        if self._mode is not None:
+            raise RuntimeError("This recorder is already recording; use a new record() for each forward pass.")
+        self._stack = []
+        self._thread = threading.get_ident()
+        if self.model is not None:
+            self._fixed_reasons = _frozen_and_buffers(self.model)
+            for name, tensor in itertools.chain(
+                self.model.named_parameters(remove_duplicate=False), self.model.named_buffers(remove_duplicate=False)
+            ):
+                self._names.setdefault(id(tensor), name)
+            self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
+            for name, module in self.model.named_modules():
+                self._hooks.append(module.register_forward_pre_hook(self._enter_module(name)))
+                self._hooks.append(module.register_forward_hook(self._leave_module(name), always_call=True))
+        self._mode = _RecordingMode(self)
+        try:
+            self._mode.__enter__()
+        except BaseException:
+            self._remove_hooks()
+            self._mode = None
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        mode, self._mode = self._mode, None
+        try:
+            if mode is not None:
+                mode.__exit__(*exc_info)
+        finally:
+            self._remove_hooks()
+            self._stack = []
+            self._fixed_reasons = {}
+            self._names = {}
+            self._named_inputs = []
+
+    def _remove_hooks(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+
+    def _name_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        """Remember the model's input tensors by the names its forward gives them."""
+        if threading.get_ident() != self._thread:
+            return
+        try:
+            bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
+        except (TypeError, ValueError):  # a signature that cannot be read or bound
+            bound = {f"input{i}": value for i, value in enumerate(args)} | kwargs
+        for name, value in bound.items():
+            for tensor_name, tensor in named_tensors(value, name):
+                self._names.setdefault(id(tensor), tensor_name)
+                self._named_inputs.append(tensor)  # keeps the id valid while recording
+
+    def _enter_module(self, name: str) -> Callable:
+        def pre_hook(module: torch.nn.Module, args: Any) -> None:
+            if threading.get_ident() == self._thread:
+                self._stack.append(name)
+
+        return pre_hook
+
+    def _leave_module(self, name: str) -> Callable:
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if threading.get_ident() != self._thread:
+                return
+            # Pop back to this module: a child whose forward raised popped nothing.
+            while self._stack:
+                if self._stack.pop() == name:
+                    break
+
+        return hook
+
+    @property
+    def current_module(self) -> str:
+        return self._stack[-1] if self._stack else ""
+
+    # --- what the mode reports ---
+
+    def saw_call(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        if not outputs:
+            return
+        module = self.current_module
+        detaching = _DETACHING.get(func)
+        if detaching is not None:
+            code, named_text, text = detaching
+            name = self._names.get(id(inputs[0])) if inputs else None
+            for out in outputs:
+                self._reasons[out] = (code, named_text.format(name) if name else text, module)
+            return
+        new_nodes = self._note_new_nodes(outputs, inputs, module)
+        if new_nodes:
+            self._note_cuts(new_nodes, func, args, kwargs, module)
+        self._note_lost_gradient(outputs, inputs, module)
+
+    def _note_new_nodes(self, outputs: list, inputs: list, module: str) -> list[Any]:
+        """Note ``module`` on the nodes this call created; return them, first input first.
+
+        They are the nodes reachable from the outputs without passing an input's
+        node or one noted before (an AccumulateGrad belongs to its parameter).
+        """
+        key = self.key
+        known = {id(t.grad_fn) for t in inputs if t.grad_fn is not None}
+        stack = [t.grad_fn for t in reversed(outputs) if t.grad_fn is not None]
+        seen: set[int] = set()
+        new_nodes = []
+        while stack:
+            fn = stack.pop()
+            if id(fn) in known or id(fn) in seen or key in fn.metadata or fn.name() == _ACCUMULATE_GRAD:
+                continue
+            seen.add(id(fn))
+            new_nodes.append(fn)
+            fn.metadata[key] = (module, ())
+            stack.extend(child for child, _ in reversed(fn.next_functions) if child is not None)
+        return new_nodes
+
+    def _note_cuts(self, new_nodes: list, func: Callable, args: tuple, kwargs: dict, module: str) -> None:
+        """Give each input slot without gradient among the new nodes the reason for it.
+
+        Autograd does not say which tensor an empty slot stood for; the inputs without
+        gradient are matched to the slots in order (they are one reason in the common
+        case, which needs no matching).
+        """
+        slots = [(fn, i) for fn in new_nodes for i, (child, _) in enumerate(fn.next_functions) if child is None]
+        if not slots:
+            return
+        ordered = _SLOT_ORDER.get(func, list)(list(args)) + list(kwargs.values())
+        tensors = [t for t in tree_leaves(ordered) if isinstance(t, torch.Tensor) and not t.requires_grad]
+        differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
+        candidates = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
+        reasons = [self._reason(t, module) for t in candidates]
+        if not reasons:
+            return
+        if len(set(reasons)) == 1:
+            reasons = reasons * len(slots)
+        per_node: dict[int, list[Optional[Reason]]] = {}
+        for (fn, _), reason in itertools.zip_longest(slots, reasons[: len(slots)]):
+            per_node.setdefault(id(fn), []).append(reason)
+        for fn in new_nodes:
+            if id(fn) in per_node:
+                fn.metadata[self.key] = (fn.metadata[self.key][0], tuple(per_node[id(fn)]))
+
+    def _reason(self, tensor: torch.Tensor, module: str) -> Reason:
+        """Why ``tensor`` (an input without gradient) carries none."""
+        known = self._reasons.get(tensor)
+        if known is not None:
+            return known
+        named = self._fixed_reasons.get(id(tensor))
+        if named is not None:
+            return named
+        if tensor.is_inference():
+            return INFERENCE_MODE, "inference_mode()", module
+        name = self._names.get(id(tensor))
+        if not (tensor.is_floating_point() or tensor.is_complex()):
+            dtype = str(tensor.dtype).replace("torch.", "")
+            return INTEGER, f"{name} ({dtype})" if name else f"{dtype} tensor", module
+        return REQUIRES_GRAD_FALSE, f"{name} (requires_grad=False)" if name else "requires_grad=False", module
+
+    def _note_lost_gradient(self, outputs: list, inputs: list, module: str) -> None:
+        """Outputs without gradient made from inputs with it (under no_grad) or from cut tensors."""
+        lost = [t for t in outputs if not t.requires_grad and (t.is_floating_point() or t.is_complex())]
+        if not lost:
+            return
+        reason: Optional[Reason] = None
+        if any(t.requires_grad for t in inputs):
+            if torch.is_inference_mode_enabled():
+                reason = (INFERENCE_MODE, "inference_mode()", module)
+            elif not torch.is_grad_enabled():
+                reason = (NO_GRAD_MODE, "no_grad()", module)
+        if reason is None:
+            reason = self._inherited_reason(inputs)
+        if reason is None:
+            return
+        for t in lost:
+            self._reasons.setdefault(t, reason)
+
+
+    def _inherited_reason(self, inputs: list) -> Optional[Reason]:
+        """The reason an output without gradient inherits from its inputs: a cut made
+        earlier (detach, no_grad) first, then a frozen parameter, then a buffer."""
+        recorded = next((self._reasons[t] for t in inputs if t in self._reasons), None)
+        if recorded is not None:
+            return recorded
+        named = [self._fixed_reasons[id(t)] for t in inputs if id(t) in self._fixed_reasons]
+        return next((r for r in named if r[0] == FROZEN), named[0] if named else None)
+
+
+class _RecordingMode(TorchFunctionMode):
+    def __init__(self, recorder: Recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if threading.get_ident() == self.recorder._thread:
+            self.recorder.saw_call(func, args, kwargs, result)
+        return result
+
+
+def record(model: Optional[torch.nn.Module] = None) -> Recorder:
+    """Record the forward pass run inside ``with record(model) as rec:``.
+
+    Then ``make_dot(loss, recorder=rec)`` draws modules as clusters and says at each
+    input without gradient how it lost it (``detach()``, ``no_grad()``, a frozen
+    parameter, a buffer, ...). Without ``model`` only the reasons are recorded.
+    """
+    return Recorder(model)
+
+
+def _module_infos(model: torch.nn.Module) -> tuple[ModuleInfo, ...]:
+    infos = []
+    for name, module in model.named_modules():
+        count = sum(p.numel() for p in module.parameters())
+        infos.append(ModuleInfo(name, type(module).__name__, count))
+    return tuple(infos)
+
+
+def _frozen_and_buffers(model: torch.nn.Module) -> dict[int, tuple[str, str, str]]:
+    """id -> reason for the model's frozen parameters and its buffers, with their owners."""
+    named: dict[int, tuple[str, str, str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if not param.requires_grad:
+            named.setdefault(id(param), (FROZEN, f"frozen {name}", name.rpartition(".")[0]))
+    for name, buffer in model.named_buffers(remove_duplicate=False):
+        named.setdefault(id(buffer), (BUFFER, f"buffer {name}", name.rpartition(".")[0]))
+    return named
+

@@ -1,0 +1,349 @@
+"""The forward recorder: cut reasons, module attribution, and that it leaves no trace."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from graphviz_autograd import InputTypeError, make_dot, record, walk
+from graphviz_autograd.graph import NO_GRAD, OP
+
+from graphviz_autograd.model_file import load_model_file
+
+SAMPLES = Path(__file__).parent.parent / "samples"
+
+
+def load_sample(name):
+    return load_model_file(SAMPLES / f"{name}.py")
+
+
+def cuts(graph):
+    """(label, reason code, module) of each input without gradient, in walk order."""
+    return [(n.label, n.note, n.module) for n in graph.nodes if n.kind == NO_GRAD]
+
+
+def op_modules(graph):
+    return [(n.label, n.module) for n in graph.nodes if n.kind == OP]
+
+
+def recorded(model, *inputs):
+    with record(model) as rec:
+        out = model(*inputs)
+    return walk(out, recorder=rec)
+
+
+def test_requires_grad_false_and_detach_are_told_apart_by_name():
+    sample = load_sample("detach_vs_no_grad")
+    graph = recorded(sample.model, *sample.example_inputs)
+    assert cuts(graph) == [("x (requires_grad=False)", "requires_grad_false", ""), ("z.detach()", "detach", "")]
+
+
+class Encoder(nn.Module):
+    def __init__(self, how: str):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.how = how
+
+    def forward(self, x):
+        h = self.fc(x)
+        if self.how == "detach":
+            cut = h.detach()
+        elif self.how == "data":
+            cut = h.data
+        elif self.how == "no_grad":
+            with torch.no_grad():
+                cut = h * 2
+        elif self.how == "inference_mode":
+            with torch.inference_mode():
+                cut = h * 2
+            cut = cut.clone()
+        return h + (cut * 3).exp()  # the cut travels through two more ops before it is used
+
+
+@pytest.mark.parametrize(
+    "how, label",
+    [("detach", "detach()"), ("data", ".data"), ("no_grad", "no_grad()"), ("inference_mode", "inference_mode()")],
+)
+def test_a_cut_inside_a_module_is_named_where_it_happened(how, label):
+    model = nn.Sequential(nn.Identity(), Encoder(how))
+    graph = recorded(model, torch.ones(2, 3))
+    assert cuts(graph) == [
+        (label, how, "1"),
+        ("input (requires_grad=False)", "requires_grad_false", "1.fc"),
+    ]
+
+
+class Frozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+        self.register_buffer("scale", torch.full((2,), 2.0))
+        self.backbone.requires_grad_(False)
+
+    def forward(self, x):
+        return self.head(self.backbone(x)) * self.scale
+
+
+def test_frozen_submodule_and_buffer():
+    graph = recorded(Frozen(), torch.ones(1, 4))
+    assert cuts(graph) == [
+        ("buffer scale", "buffer", ""),
+        ("frozen backbone.0.weight", "frozen", "backbone.0"),
+    ]
+
+
+def test_frozen_weight_and_bias_of_one_linear_get_their_own_slots():
+    lin = nn.Linear(3, 2)
+    lin.weight.requires_grad_(False)
+    lin.bias.requires_grad_(False)
+    x = torch.ones(1, 3, requires_grad=True)
+    with record(lin) as rec:
+        out = lin(x)
+    graph = walk(out, recorder=rec)
+    assert sorted(cuts(graph)) == [("frozen bias", "frozen", ""), ("frozen weight", "frozen", "")]
+    addmm = next(n for n in graph.nodes if n.label == "AddmmBackward0")
+    first_slot = next(e.source for e in graph.edges if e.target == addmm.id)
+    assert graph.node(first_slot).label == "frozen bias"  # addmm takes the bias first
+
+
+def test_integer_input():
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, mask):
+            return self.w * mask
+
+    graph = recorded(Masked(), torch.tensor([1, 0, 1]))
+    assert cuts(graph) == [("mask (int64)", "integer", "")]
+
+
+def test_without_a_recorder_cuts_stay_anonymous():
+    sample = load_sample("detach_vs_no_grad")
+    graph = walk(sample.model(*sample.example_inputs), sample.model)
+    assert cuts(graph) == [("", "", ""), ("", "", "")]
+    assert graph.modules == ()
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return torch.tanh(self.inner(x)) + x
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.shared = nn.Linear(2, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = self.shared(block(x))
+        return x.sum()
+
+
+def test_each_op_belongs_to_the_innermost_module_that_ran_it():
+    graph = recorded(Stack(), torch.ones(1, 2, requires_grad=True))
+    assert sorted(op_modules(graph)) == sorted([
+        ("SumBackward0", ""),
+        ("AddmmBackward0", "shared"),
+        ("AddBackward0", "blocks.1"),
+        ("TanhBackward0", "blocks.1"),
+        ("AddmmBackward0", "blocks.1.inner"),
+        ("AddmmBackward0", "shared"),
+        ("AddBackward0", "blocks.0"),
+        ("TanhBackward0", "blocks.0"),
+        ("AddmmBackward0", "blocks.0.inner"),
+        ("TBackward0", "blocks.0.inner"),
+        ("TBackward0", "shared"),
+        ("TBackward0", "shared"),  # each call of the shared layer transposes its weight anew
+        ("TBackward0", "blocks.1.inner"),
+    ])
+    owners = {n.label: n.module for n in graph.nodes if n.kind == "parameter"}
+    assert owners == {
+        "blocks.0.inner.weight": "blocks.0.inner",
+        "blocks.0.inner.bias": "blocks.0.inner",
+        "blocks.1.inner.weight": "blocks.1.inner",
+        "blocks.1.inner.bias": "blocks.1.inner",
+        "shared.weight": "shared",
+        "shared.bias": "shared",
+    }
+    accumulate_owners = {
+        graph.node(e.target).module for e in graph.edges if graph.node(e.source).kind == "parameter"
+    }
+    assert accumulate_owners == set(owners.values())
+    assert [(m.path, m.type_name, m.parameters) for m in graph.modules] == [
+        ("", "Stack", 18),
+        ("blocks", "ModuleList", 12),
+        ("blocks.0", "Block", 6),
+        ("blocks.0.inner", "Linear", 6),
+        ("blocks.1", "Block", 6),
+        ("blocks.1.inner", "Linear", 6),
+        ("shared", "Linear", 6),
+    ]
+
+
+def test_ops_outside_the_recorded_forward_are_not_claimed():
+    model = nn.Sequential(nn.Linear(2, 2))
+    x = torch.ones(1, 2, requires_grad=True)
+    before = (x * 2).exp()  # made before recording
+    with record(model) as rec:
+        out = model(before)
+    graph = walk(out * 3, recorder=rec)  # and after
+    assert sorted(op_modules(graph)) == [
+        ("AddmmBackward0", "0"),
+        ("ExpBackward0", ""),
+        ("MulBackward0", ""),
+        ("MulBackward0", ""),
+        ("TBackward0", "0"),
+    ]
+    with record(model) as other:
+        again = model(before)
+    assert all(module == "" for _, module in op_modules(walk(again, recorder=rec)))
+    assert ("AddmmBackward0", "0") in op_modules(walk(again, recorder=other))
+
+
+def model_state(model):
+    """Everything of a model that recording must leave as it was."""
+    return {
+        "training": [m.training for m in model.modules()],
+        "parameters": [(n, p, p.data.clone(), p.requires_grad, p.device, p.grad) for n, p in model.named_parameters()],
+        "buffers": [(n, b, b.clone()) for n, b in model.named_buffers()],
+        "hooks": [
+            (len(m._forward_hooks), len(m._forward_pre_hooks), len(m._forward_hooks_always_called))
+            for m in model.modules()
+        ],
+    }
+
+
+def assert_same_state(before, after):
+    assert after["training"] == before["training"] and after["hooks"] == before["hooks"]
+    for (n1, p1, d1, *rest1), (n2, p2, d2, *rest2) in zip(before["parameters"], after["parameters"], strict=True):
+        assert n1 == n2 and p1 is p2 and torch.equal(d1, d2) and rest1 == rest2
+    for (n1, b1, c1), (n2, b2, c2) in zip(before["buffers"], after["buffers"], strict=True):
+        assert n1 == n2 and b1 is b2 and torch.equal(c1, c2)
+
+
+class Failing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(nn.Linear(3, 3), nn.Dropout())
+        self.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.inner(x)
+        with torch.no_grad():
+            raise ValueError("boom in forward")
+
+
+@pytest.mark.parametrize("model_class", [Frozen, Failing])
+@pytest.mark.parametrize("training", [True, False])
+def test_recording_leaves_model_and_torch_state_as_they_were(model_class, training):
+    model = model_class().train(training)
+    x = torch.randn(4, 4 if model_class is Frozen else 3)
+    before = model_state(model)
+    grad_mode, modes = torch.is_grad_enabled(), torch._C._len_torch_function_stack()
+    with record(model) as rec:
+        if model_class is Failing:
+            with pytest.raises(ValueError, match="boom"):
+                model(x)
+        else:
+            model(x)
+        assert torch._C._len_torch_function_stack() == modes + 1
+    assert torch._C._len_torch_function_stack() == modes
+    assert torch.is_grad_enabled() == grad_mode
+    assert_same_state(before, model_state(model))
+    out = model(x) if model_class is Frozen else model.inner(x)
+    assert rec.notes(out.grad_fn) is None  # nothing is recorded any more
+
+
+def test_a_forward_that_raises_leaves_no_module_open_for_the_next_recording():
+    model = Failing()
+    with pytest.raises(ValueError):
+        with record(model):
+            model(torch.ones(1, 3))
+    with record(model) as rec:
+        out = model.inner[0](torch.ones(1, 3))
+    assert op_modules(walk(out, recorder=rec))[0] == ("AddmmBackward0", "inner.0")
+
+
+def test_grad_mode_set_inside_the_forward_is_not_undone_or_changed_by_recording():
+    with torch.no_grad():
+        with record() as rec:
+            y = torch.ones(2, requires_grad=True) * 2
+        assert not torch.is_grad_enabled()
+    assert y.grad_fn is None and rec.modules == ()
+
+
+def test_the_recorder_keeps_no_tensor_or_graph_alive():
+    model = nn.Linear(3, 3)
+    with record(model) as rec:
+        out = model(torch.ones(1, 3)).sum()
+    ref = weakref.ref(out)
+    graph = walk(out, recorder=rec)
+    del out
+    gc.collect()
+    assert ref() is None
+    assert graph.modules and rec.modules
+
+
+def test_one_recorder_records_once_and_rejects_a_non_module():
+    rec = record()
+    with rec:
+        pass
+    with pytest.raises(RuntimeError, match="already recording"):
+        with rec:
+            with rec:
+                pass
+    with pytest.raises(InputTypeError, match="nn.Module"):
+        record("model.py")
+
+
+def test_another_thread_is_not_recorded():
+    model = nn.Linear(2, 2)
+    results = {}
+
+    def other():
+        results["out"] = model(torch.ones(1, 2))
+
+    with record(model) as rec:
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        mine = model(torch.ones(1, 2))
+    assert op_modules(walk(mine, recorder=rec))[0] == ("AddmmBackward0", "")
+    assert rec.notes(results["out"].grad_fn) is None
+
+
+def test_make_dot_with_a_recorder_labels_the_cuts():
+    sample = load_sample("detach_vs_no_grad")
+    with record(sample.model) as rec:
+        out = sample.model(*sample.example_inputs)
+    source = make_dot(out, recorder=rec).source
+    assert 'label="z.detach()"' in source and 'label="x (requires_grad=False)"' in source
+    assert 'label="w\\n(1)"' in source  # the recorder's model names the parameters
+
+
+def test_edge_shapes_follow_the_tensor_along_each_edge():
+    lin = nn.Linear(3, 2)
+    out = lin(torch.ones(5, 3, dtype=torch.float32)).double().sum()
+    graph = walk(out, lin, collect_shapes=True)
+    by_label = {(graph.node(e.source).label, graph.node(e.target).label): (e.shape, e.dtype) for e in graph.edges}
+    assert by_label[("AddmmBackward0", "ToCopyBackward0")] == ((5, 2), "float32")
+    assert by_label[("ToCopyBackward0", "SumBackward0")] == ((5, 2), "float64")
+    assert by_label[("SumBackward0", "")] == ((), "float64")
+    assert by_label[("weight", "AccumulateGrad")] == ((2, 3), "float32")
+    assert by_label[("TBackward0", "AddmmBackward0")] == ((3, 2), "float32")
+    assert all(e.shape is None for e in walk(out, lin).edges)
