@@ -107,4 +107,6 @@ def render(
 def _as_graph(var: Any, params: Params, collect_saved: bool, recorder: Optional[Recorder] = None) -> AutogradGraph:
     if isinstance(var, AutogradGraph):
         return var
+    if params is None and recorder is not None:
+        params = recorder.model  # the recorded model names its parameters and buffers
     return walk(var, params, collect_saved=collect_saved, recorder=recorder)

@@ -22,6 +22,7 @@ from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
 from .style import DIRECTIONS
+from .record import Recorder, record
 from .walk import walk
 
 PROG_NAME = "graphviz-autograd"
@@ -104,6 +105,12 @@ def main() -> None:
     metavar="SECONDS",
     help="Give up on Graphviz's layout after this long.",
 )
+@click.option(
+    "--no-record",
+    "no_record",
+    is_flag=True,
+    help="Run the forward pass without recording it: no module clusters, no named reasons for cut gradients.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 def render(
@@ -119,6 +126,7 @@ def render(
     hide_no_grad: bool,
     legend: bool,
     timeout: float,
+    no_record: bool,
     quiet: bool,
     debug: bool,
 ) -> None:
@@ -160,8 +168,9 @@ def render(
             loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
             for note in loaded.notes:  # a decision made for the user: shown even with --quiet
                 click.echo(f"note: {note}", err=True)
-            progress("running the forward pass...")
-            outputs = loaded.run()
+            progress("running the forward pass..." if no_record else "running and recording the forward pass...")
+            recorder = None if no_record else record(loaded.model)
+            outputs = loaded.run(recorder)
             dot_options = dict(
                 show_attrs=show_attrs,
                 show_saved=show_saved,
@@ -169,7 +178,9 @@ def render(
                 show_no_grad=not hide_no_grad,
                 legend=legend,
             )
-            text = _draw(loaded, outputs, fmt, progress, name_leaves=name_leaves, dot_options=dot_options)
+            text = _draw(
+                loaded, outputs, fmt, progress, name_leaves=name_leaves, recorder=recorder, dot_options=dot_options
+            )
         _write(text, target, fmt, timeout, progress)
     except GraphvizAutogradError as error:
         if debug:
@@ -223,6 +234,7 @@ def _draw(
     progress: "_Progress",
     *,
     name_leaves: bool,
+    recorder: Optional[Recorder],
     dot_options: dict[str, Any],
 ) -> str:
     """Walk the outputs and return JSON or DOT text."""
@@ -231,7 +243,7 @@ def _draw(
     names = loaded.tensor_names() if name_leaves else None
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
     try:
-        graph = walk(outputs, names, collect_saved=collect_saved)
+        graph = walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
     except NoGraphError as error:
         raise NoGraphError(
             f"{loaded.source}: {error} In the model file, keep a parameter trainable and "

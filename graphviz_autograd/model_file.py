@@ -37,12 +37,15 @@ import traceback
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
 from .errors import GraphvizAutogradError
 from .walk import named_tensors
+
+if TYPE_CHECKING:
+    from .record import Recorder
 
 CONVENTION = (
     "a model file defines `model` (an nn.Module or a function returning one) and "
@@ -136,8 +139,16 @@ class LoadedModel:
         if not self.source:
             object.__setattr__(self, "source", str(self.path))
 
-    def run(self) -> Any:
-        """Run the forward pass (and ``loss``, when defined); return what to draw."""
+    def run(self, recorder: Optional["Recorder"] = None) -> Any:
+        """Run the forward pass (and ``loss``, when defined); return what to draw.
+
+        With a ``recorder`` (from :func:`~graphviz_autograd.record.record`) both run
+        inside it.
+        """
+        with recorder if recorder is not None else contextlib.nullcontext():
+            return self._run()
+
+    def _run(self) -> Any:
         inputs = self.example_inputs
         try:
             if isinstance(inputs, dict):

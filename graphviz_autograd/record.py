@@ -13,7 +13,7 @@ tensor and the graph is freed as usual.
 >>> with record(model) as rec:
 ...     out = model(torch.ones(1, 3)).sum()
 >>> from graphviz_autograd import walk
->>> g = walk(out, recorder=rec)
+>>> g = walk(out, model, recorder=rec)
 >>> sorted({(n.label, n.module) for n in g.nodes if n.kind == "op"})
 [('AddmmBackward0', '0'), ('ReluBackward0', '1'), ('SumBackward0', ''), ('TBackward0', '0')]
 >>> [(n.label, n.note, n.module) for n in g.nodes if n.kind == "no_grad"]
@@ -289,21 +289,24 @@ class Recorder:
             elif not torch.is_grad_enabled():
                 reason = (NO_GRAD_MODE, "no_grad()", module)
         if reason is None:
-            reason = self._inherited_reason(inputs)
+            reason = self._inherited_reason(inputs, module)
         if reason is None:
             return
         for t in lost:
             self._reasons.setdefault(t, reason)
 
 
-    def _inherited_reason(self, inputs: list) -> Optional[Reason]:
+    def _inherited_reason(self, inputs: list, module: str) -> Optional[Reason]:
         """The reason an output without gradient inherits from its inputs: a cut made
-        earlier (detach, no_grad) first, then a frozen parameter, then a buffer."""
+        earlier (detach, no_grad) first, then a frozen parameter, a buffer, a named input."""
         recorded = next((self._reasons[t] for t in inputs if t in self._reasons), None)
         if recorded is not None:
             return recorded
-        named = [self._fixed_reasons[id(t)] for t in inputs if id(t) in self._fixed_reasons]
-        return next((r for r in named if r[0] == FROZEN), named[0] if named else None)
+        fixed = [self._fixed_reasons[id(t)] for t in inputs if id(t) in self._fixed_reasons]
+        if fixed:
+            return next((r for r in fixed if r[0] == FROZEN), fixed[0])
+        name = next((self._names[id(t)] for t in inputs if id(t) in self._names), None)
+        return None if name is None else (REQUIRES_GRAD_FALSE, f"from {name} (requires_grad=False)", module)
 
 
 class _RecordingMode(TorchFunctionMode):

@@ -91,11 +91,8 @@ def walk(
 
     ``recorder`` (from :func:`~graphviz_autograd.record.record`) adds what a recorded
     forward pass knows: each op's module, the modules of the model, and why each
-    input without gradient lost it. With a recorder of a model and no ``params``,
-    the model's parameters and buffers name the leaves.
+    input without gradient lost it.
     """
-    if recorder is not None and params is None:
-        params = recorder.model
     named_outputs = list(named_tensors(outputs))
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:

@@ -23,7 +23,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphviz_autograd import __version__, walk
+from graphviz_autograd import __version__, record, walk
 from graphviz_autograd.cli import main
 from graphviz_autograd.model_file import load_model_file
 
@@ -269,7 +269,9 @@ def test_json_output_is_the_walked_graph_as_the_api_gives_it(workdir):
     assert to_stdout.exit_code == 0 and to_file.exit_code == 0, to_stdout.output + to_file.output
 
     loaded = load_model_file(sample)
-    from_api = walk(loaded.run(), loaded.tensor_names()).to_json()
+    with record(loaded.model) as recorder:
+        outputs = loaded.run()
+    from_api = walk(outputs, loaded.tensor_names(), recorder=recorder).to_json()
     assert to_stdout.stdout == from_api == (workdir / "graph.json").read_text()
 
     data = json.loads(to_stdout.stdout)
@@ -316,8 +318,8 @@ def test_no_params_names_nothing(workdir):
     "options, present, absent",
     [
         (["--direction", "LR"], ["rankdir=LR"], ["rankdir=TB"]),
-        ([], ["rankdir=TB", 'label="no grad"'], ["cluster_legend", "fillcolor=orange", "self_sym_sizes"]),
-        (["--hide-no-grad"], [], ['label="no grad"']),
+        ([], ["rankdir=TB", "(requires_grad=False)"], ["cluster_legend", "fillcolor=orange", "self_sym_sizes"]),
+        (["--hide-no-grad"], [], ["(requires_grad=False)"]),
         (["--legend"], ["subgraph cluster_legend"], []),
         (["--show-saved"], ["fillcolor=orange"], []),
         (["--show-attrs"], ["self_sym_sizes"], ["fillcolor=orange"]),

@@ -35,7 +35,7 @@ def op_modules(graph):
 def recorded(model, *inputs):
     with record(model) as rec:
         out = model(*inputs)
-    return walk(out, recorder=rec)
+    return walk(out, model, recorder=rec)
 
 
 def test_requires_grad_false_and_detach_are_told_apart_by_name():
@@ -106,7 +106,7 @@ def test_frozen_weight_and_bias_of_one_linear_get_their_own_slots():
     x = torch.ones(1, 3, requires_grad=True)
     with record(lin) as rec:
         out = lin(x)
-    graph = walk(out, recorder=rec)
+    graph = walk(out, lin, recorder=rec)
     assert sorted(cuts(graph)) == [("frozen bias", "frozen", ""), ("frozen weight", "frozen", "")]
     addmm = next(n for n in graph.nodes if n.label == "AddmmBackward0")
     first_slot = next(e.source for e in graph.edges if e.target == addmm.id)
@@ -124,6 +124,19 @@ def test_integer_input():
 
     graph = recorded(Masked(), torch.tensor([1, 0, 1]))
     assert cuts(graph) == [("mask (int64)", "integer", "")]
+
+
+def test_a_tensor_computed_from_a_plain_input_says_so():
+    class Square(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            return self.w * x**2 + x
+
+    graph = recorded(Square(), torch.ones(3))
+    assert cuts(graph) == [("x (requires_grad=False)", "requires_grad_false", ""), ("from x (requires_grad=False)", "requires_grad_false", "")]
 
 
 def test_without_a_recorder_cuts_stay_anonymous():
