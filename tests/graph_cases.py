@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections import namedtuple
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
+
+from graphviz_autograd import record
+from graphviz_autograd.model_file import load_model_file
+
+SAMPLES = Path(__file__).parent.parent / "samples"
 
 
 @dataclass
@@ -218,3 +224,88 @@ def hostile_names() -> Case:
     b = torch.randn(1, requires_grad=True)
     params = {'say "hi" \\ <b>&amp;</b>': a, "line\nbreak\\": b}
     return Case({"loss é ✓ \\N": (a * b).sum()}, params)
+
+
+# --- recorded forward passes: module clusters and named cuts ---------------------
+
+
+def _recorded(model: nn.Module, *inputs: Any, options: Optional[dict] = None) -> Case:
+    with record(model) as recorder:
+        out = model(*inputs)
+    return Case(out, model, {"recorder": recorder, **(options or {})})
+
+
+class _Affine(nn.Module):
+    """The tutorials' example: w * x + b * z.detach(), with x a plain tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([4.0]))
+        self.b = nn.Parameter(torch.tensor([0.5]))
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return self.w * x + self.b * z.detach()
+
+
+@case
+def recorded_requires_grad_false_vs_detach() -> Case:
+    """x never required grad, z was cut off with detach(): the picture names both."""
+    return _recorded(_Affine(), torch.tensor([1.0]), torch.tensor([2.0], requires_grad=True))
+
+
+class _FrozenBackbone(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.backbone = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+        self.register_buffer("scale", torch.full((2,), 0.5))
+        self.backbone.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x)) * self.scale
+
+
+@case
+def recorded_frozen_submodule_and_buffer() -> Case:
+    """A frozen backbone feeds a trained head, scaled by a buffer."""
+    return _recorded(_FrozenBackbone().eval(), torch.randn(3, 4))
+
+
+class _Gate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        with torch.no_grad():
+            gate = torch.sigmoid(h).round()  # a hard gate: no gradient through it
+        return h * gate
+
+
+class _NoGradBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.encoder = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+        self.gate = _Gate()
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.encoder(x)
+        target = h.detach().mean()
+        return (self.head(self.gate(h)) - target).pow(2).mean()
+
+
+@case
+def recorded_no_grad_block() -> Case:
+    """A no_grad block inside a submodule's forward and a detached target."""
+    return _recorded(_NoGradBlock(), torch.randn(2, 4))
+
+
+@case
+def recorded_mnist_cnn() -> Case:
+    """The MNIST network with every module as a cluster."""
+    loaded = load_model_file(SAMPLES / "mnist_cnn.py")
+    return _recorded(loaded.model, *loaded.example_inputs)
