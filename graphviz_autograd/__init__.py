@@ -1,6 +1,7 @@
 """Draw PyTorch autograd graphs with Graphviz."""
 
 from .api import make_dot, render
+from .diagnose import Finding, check
 from .dot import to_dot
 from .errors import (
     GraphvizAutogradError,
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AutogradGraph",
     "Edge",
+    "Finding",
     "GraphvizAutogradError",
     "GraphvizNotFoundError",
     "InputTypeError",
@@ -27,6 +29,7 @@ __all__ = [
     "OptionError",
     "OutputPathError",
     "RenderError",
+    "check",
     "make_dot",
     "render",
     "to_dot",

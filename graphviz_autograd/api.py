@@ -24,10 +24,11 @@ digraph {
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 import graphviz
 
+from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
 from .graph import AutogradGraph
 from .render import DEFAULT_TIMEOUT, PathLike, render_source
@@ -47,6 +48,8 @@ def make_dot(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    diagnose: Union[bool, Sequence[Finding]] = False,
+    grad_colors: Params = None,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -58,8 +61,29 @@ def make_dot(
     Beyond torchviz: ``direction`` ("TB" or "LR"), ``show_no_grad`` (dashed inputs
     that carry no gradient), ``show_device``, ``theme`` (colours per node kind)
     and ``legend``.
+
+    ``diagnose=True`` runs :func:`~graphviz_autograd.check` on the graph (with
+    ``params`` as the model) and marks what it finds: errors with a red border,
+    warnings with an orange one, each message in the node's tooltip, and a note
+    of what it found; a list of findings from ``check()`` is drawn as given.
+    ``grad_colors`` (the model, or params) fills each parameter and its
+    AccumulateGrad by the norm of its ``.grad`` on a log scale, with a key.
+
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> stray = torch.ones(2, requires_grad=True)
+    >>> 'color=red' in make_dot((w * stray).sum(), {"w": w}, diagnose=True).source
+    True
     """
     graph = _as_graph(var, params, collect_saved=show_attrs or show_saved)
+    overlays = []
+    if diagnose is True:
+        overlays.append(finding_styles(examine(graph, params=params).findings))
+    elif diagnose is not False and diagnose is not None:
+        overlays.append(finding_styles(list(diagnose)))
+    if grad_colors is not None:
+        overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
+    node_styles, notes = merge_styles(*overlays)
     dot = graphviz.Digraph()
     dot.body = body_lines(
         graph,
@@ -71,6 +95,8 @@ def make_dot(
         show_device=show_device,
         theme=theme,
         legend=legend,
+        node_styles=node_styles,
+        notes=notes,
     )
     return dot
 
