@@ -245,9 +245,13 @@ class _KnownTensors:
         if model is not None:
             pairs += list(model.named_parameters(remove_duplicate=False))
             buffers += list(model.named_buffers(remove_duplicate=False))
+        data: list[tuple[str, torch.Tensor]] = []
         if params is not None:
             _parameter_names(params)  # validates, with walk's messages
-            pairs += list(params.items()) if isinstance(params, Mapping) else list(params)
+            for name, tensor in params.items() if isinstance(params, Mapping) else params:
+                # A plain tensor without grad among params (an input, a buffer) names a leaf, not a weight.
+                is_weight = isinstance(tensor, torch.nn.Parameter) or tensor.requires_grad
+                (pairs if is_weight else data).append((str(name), tensor))
         self.parameters: dict[str, torch.Tensor] = {}
         for name, tensor in pairs:
             self.parameters.setdefault(str(name), tensor)
@@ -258,7 +262,9 @@ class _KnownTensors:
             groups.setdefault(id(tensor), []).append(name)
             self.tensors[id(tensor)] = tensor
         self.groups = groups
-        self.inputs = dict(named_tensors(inputs)) if inputs is not None else {}
+        self.inputs = dict(data)
+        if inputs is not None:
+            self.inputs.update(named_tensors(inputs))
         self.buffers = dict(buffers)
         self.stray = self._stray_tensors() if model is not None else {}
 

@@ -321,3 +321,11 @@ def test_grad_colors_fill_parameters_by_norm_with_a_key(graphviz_svg):
     assert "/blues9/1" in fill["a"] and "/blues9/8" in fill["b"]  # 14.1 on a scale from 1e-3 to 1e2 and "filled,dashed" in fill["c"]
     assert "grad norm 0" in source
     graphviz_svg(source)
+
+
+def test_plain_tensors_without_grad_among_params_are_not_frozen_weights():
+    w = nn.Parameter(torch.ones(2))
+    frozen = nn.Parameter(torch.ones(2), requires_grad=False)
+    x = torch.ones(2)
+    findings = check((w * x * frozen).sum(), params={"w": w, "x": x, "frozen": frozen}, top_memory=0)
+    assert summary(findings) == {("info", "frozen_parameter", "frozen")}
