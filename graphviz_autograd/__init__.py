@@ -1,6 +1,7 @@
 """Draw PyTorch autograd graphs with Graphviz."""
 
 from .api import make_dot, render
+from .diagnose import Finding, check
 from .dot import to_dot
 from .errors import (
     GraphvizAutogradError,
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AutogradGraph",
     "Edge",
+    "Finding",
     "ModuleInfo",
     "GraphvizAutogradError",
     "GraphvizNotFoundError",
@@ -30,6 +32,7 @@ __all__ = [
     "OutputPathError",
     "Recorder",
     "RenderError",
+    "check",
     "make_dot",
     "record",
     "render",

@@ -24,10 +24,11 @@ digraph {
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 import graphviz
 
+from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
 from .graph import AutogradGraph
 from .record import Recorder
@@ -49,6 +50,8 @@ def make_dot(
     theme: Optional[Theme] = None,
     legend: bool = False,
     recorder: Optional[Recorder] = None,
+    diagnose: Union[bool, Sequence[Finding]] = False,
+    grad_colors: Params = None,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -60,9 +63,33 @@ def make_dot(
     Beyond torchviz: ``direction`` ("TB" or "LR"), ``show_no_grad`` (dashed inputs
     that carry no gradient), ``show_device``, ``theme`` (colours per node kind)
     and ``legend``. ``recorder``, from ``with record(model) as rec:`` around the
-    forward pass, adds modules and says how each input without gradient lost it.
+    forward pass, adds modules and says how each input without gradient lost it
+    (its model then names the parameters when ``params`` is not given).
+
+    ``diagnose=True`` runs :func:`~graphviz_autograd.check` on the graph (with
+    ``params`` as the model) and marks what it finds: errors with a red border,
+    warnings with an orange one, each message in the node's tooltip, and a note
+    of what it found; a list of findings from ``check()`` is drawn as given.
+    ``grad_colors`` (the model, or params) fills each parameter and its
+    AccumulateGrad by the norm of its ``.grad`` on a log scale, with a key.
+
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> stray = torch.ones(2, requires_grad=True)
+    >>> 'color=red' in make_dot((w * stray).sum(), {"w": w}, diagnose=True).source
+    True
     """
+    if params is None and recorder is not None:
+        params = recorder.model
     graph = _as_graph(var, params, collect_saved=show_attrs or show_saved, recorder=recorder)
+    overlays = []
+    if diagnose is True:
+        overlays.append(finding_styles(examine(graph, params=params).findings))
+    elif diagnose is not False and diagnose is not None:
+        overlays.append(finding_styles(list(diagnose)))
+    if grad_colors is not None:
+        overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
+    node_styles, notes = merge_styles(*overlays)
     dot = graphviz.Digraph()
     dot.body = body_lines(
         graph,
@@ -74,6 +101,8 @@ def make_dot(
         show_device=show_device,
         theme=theme,
         legend=legend,
+        node_styles=node_styles,
+        notes=notes,
     )
     return dot
 
@@ -107,6 +136,4 @@ def render(
 def _as_graph(var: Any, params: Params, collect_saved: bool, recorder: Optional[Recorder] = None) -> AutogradGraph:
     if isinstance(var, AutogradGraph):
         return var
-    if params is None and recorder is not None:
-        params = recorder.model  # the recorded model names its parameters and buffers
     return walk(var, params, collect_saved=collect_saved, recorder=recorder)

@@ -8,6 +8,8 @@ Nothing here loads models, walks graphs or writes files by itself.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import sys
 import time
@@ -15,8 +17,10 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import click
+import torch
 
 from . import __version__
+from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
 from .dot import to_dot
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
@@ -98,6 +102,11 @@ def main() -> None:
 @click.option("--hide-no-grad", is_flag=True, help="Leave out the dashed boxes of inputs that carry no gradient.")
 @click.option("--legend", is_flag=True, help="Add a key of the node colours.")
 @click.option(
+    "--diagnose",
+    is_flag=True,
+    help="Mark what 'graphviz-autograd check' finds: errors with a red border, warnings orange.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -125,6 +134,7 @@ def render(
     direction: str,
     hide_no_grad: bool,
     legend: bool,
+    diagnose: bool,
     timeout: float,
     no_record: bool,
     quiet: bool,
@@ -179,13 +189,163 @@ def render(
                 legend=legend,
             )
             text = _draw(
-                loaded, outputs, fmt, progress, name_leaves=name_leaves, recorder=recorder, dot_options=dot_options
+                loaded,
+                outputs,
+                fmt,
+                progress,
+                name_leaves=name_leaves,
+                recorder=recorder,
+                dot_options=dot_options,
+                diagnose=diagnose,
             )
         _write(text, target, fmt, timeout, progress)
     except GraphvizAutogradError as error:
         if debug:
             raise
         raise click.ClickException(_one_line(str(error))) from None
+
+
+@main.command(
+    name="check",
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Report why parameters may not learn: unused, stray, frozen, cut, bad gradients.",
+)
+@click.argument("model", metavar="MODEL")
+@click.option(
+    "--input-shape",
+    "input_shapes",
+    multiple=True,
+    metavar="N,N,...",
+    callback=lambda ctx, param, value: _parse_input_shapes(value),
+    help="Run on a random float input of this shape instead of the model's example inputs; "
+    "repeat for several positional inputs.",
+)
+@click.option(
+    "--train/--eval",
+    "training",
+    default=None,
+    help="Run the model in train or eval mode (on a copy). Default: the mode the model file leaves it in.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Write the findings as JSON instead of a table.")
+@click.option(
+    "--top-memory",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    metavar="N",
+    help="List the N modules whose ops save the most memory for backward (0: none).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+def check_command(
+    model: str,
+    input_shapes: Optional[tuple[Shape, ...]],
+    training: Optional[bool],
+    as_json: bool,
+    top_memory: int,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Check MODEL for what keeps it from learning, and exit with 1 if an error is found.
+
+    \b
+    It runs the forward pass, walks the graph and reports:
+      error    leaves that require grad but are not parameters (the optimizer
+               never sees them), gradients that are NaN or Inf
+      warning  parameters the outputs never reach, detach()/no_grad() cuts,
+               gradients that are all zero or far from the others' norms
+      info     frozen parameters, inputs without gradient, memory saved for backward
+    When the model file defines loss(output), gradients come from a backward
+    pass (torch.autograd.grad: the model's .grad stays untouched).
+
+    MODEL takes the same forms as in 'graphviz-autograd render'.
+
+    \b
+    Examples:
+      graphviz-autograd check samples/mnist_cnn.py
+      graphviz-autograd check net.py --input-shape 1,3,224,224 --json > findings.json
+    """
+    progress = _Progress(quiet)
+    try:
+        spec = parse_model_spec(model)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
+            progress(f"loading {model}...")
+            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
+            for note in loaded.notes:
+                click.echo(f"note: {note}", err=True)
+            progress("running and recording the forward pass...")
+            recorder = record(loaded.model)
+            outputs = loaded.run(recorder)
+            backward = loaded.loss is not None and isinstance(outputs, torch.Tensor) and outputs.numel() == 1
+            if loaded.loss is not None and not backward:
+                click.echo("note: loss(output) is not one scalar, so gradients are not checked", err=True)
+            progress("walking the graph" + (" and running backward..." if backward else "..."))
+            with _model_named_in_errors(loaded):
+                findings = _examine(
+                    loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory
+                ).findings
+    except GraphvizAutogradError as error:
+        if debug:
+            raise
+        raise click.ClickException(_one_line(str(error))) from None
+    if as_json:
+        click.echo(findings_json(findings), nl=False)
+    else:
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        click.echo(findings_table(findings, color=color), nl=False, color=color)
+    if any(f.severity == ERROR for f in findings):
+        sys.exit(1)
+
+
+def findings_json(findings: list[Finding]) -> str:
+    """``{"findings": [...], "summary": {"error": n, "warning": n, "info": n}}``, keys sorted.
+
+    >>> print(findings_json([]), end="")
+    {
+      "findings": [],
+      "summary": {
+        "error": 0,
+        "info": 0,
+        "warning": 0
+      }
+    }
+    """
+    summary = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
+    return json.dumps({"findings": [f.to_dict() for f in findings], "summary": summary}, sort_keys=True, indent=2) + "\n"
+
+
+SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def findings_table(findings: list[Finding], *, color: bool = False) -> str:
+    """An aligned table of findings and a summary line; ``color`` styles the severities with ANSI codes.
+
+    >>> print(findings_table([Finding("warning", "grad_zero", "w: zero gradient", ("n1",), "w")]), end="")
+    severity  code       subject  message
+    warning   grad_zero  w        w: zero gradient
+    1 finding: 0 errors, 1 warning, 0 info
+    """
+    counts = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
+    summary = (
+        f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: "
+        f"{counts['error']} error{'s' if counts['error'] != 1 else ''}, "
+        f"{counts['warning']} warning{'s' if counts['warning'] != 1 else ''}, {counts['info']} info\n"
+    )
+    if not findings:
+        return "no findings\n"
+    rows = [("severity", "code", "subject", "message")] + [
+        (f.severity, f.code, f.subject or "-", _one_line(f.message)) for f in findings
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [row[i].ljust(widths[i]) for i in range(3)]
+        if color and number:
+            cells[0] = click.style(cells[0], fg=SEVERITY_COLORS.get(row[0]), bold=row[0] == ERROR)
+        elif color:
+            cells = [click.style(cell, bold=True) for cell in cells]
+        lines.append("  ".join(cells) + "  " + row[3] + "\n")
+    return "".join(lines) + summary
 
 
 # --- steps -------------------------------------------------------------------------
@@ -236,19 +396,23 @@ def _draw(
     name_leaves: bool,
     recorder: Optional[Recorder],
     dot_options: dict[str, Any],
+    diagnose: bool = False,
 ) -> str:
     """Walk the outputs and return JSON or DOT text."""
     progress("walking the autograd graph...")
     started = time.perf_counter()
-    names = loaded.tensor_names() if name_leaves else None
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
-    try:
-        graph = walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
-    except NoGraphError as error:
-        raise NoGraphError(
-            f"{loaded.source}: {error} In the model file, keep a parameter trainable and "
-            f"build the output with gradients enabled."
-        ) from error
+    with _model_named_in_errors(loaded):
+        if diagnose:
+            examination = _examine(
+                loaded, outputs, name_leaves=name_leaves, collect_saved=collect_saved, recorder=recorder
+            )
+            graph = examination.graph
+            assert graph is not None
+            dot_options = dict(dot_options, **dict(zip(("node_styles", "notes"), finding_styles(examination.findings))))
+        else:
+            names = loaded.tensor_names() if name_leaves else None
+            graph = walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
         return graph.to_json()
@@ -256,6 +420,40 @@ def _draw(
     if fmt != "dot":
         progress(f"laying out with dot ({len(graph.nodes)} nodes)...")
     return source
+
+
+def _examine(
+    loaded: LoadedModel,
+    outputs: Any,
+    *,
+    name_leaves: bool = True,
+    collect_saved: bool = True,
+    backward: bool = False,
+    recorder: Optional[Recorder] = None,
+    top_memory: int = DEFAULT_TOP_MEMORY,
+) -> Examination:
+    if not name_leaves:
+        return examine(outputs, recorder=recorder, collect_saved=collect_saved, top_memory=top_memory)
+    return examine(
+        outputs,
+        loaded.model,
+        recorder=recorder,
+        inputs=loaded.input_names(),
+        collect_saved=collect_saved,
+        backward=backward,
+        top_memory=top_memory,
+    )
+
+
+@contextlib.contextmanager
+def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
+    try:
+        yield
+    except NoGraphError as error:
+        raise NoGraphError(
+            f"{loaded.source}: {error} In the model file, keep a parameter trainable and "
+            f"build the output with gradients enabled."
+        ) from error
 
 
 def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress") -> None:

@@ -20,7 +20,7 @@ digraph {
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Sequence
 
 from .errors import OptionError
 from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
@@ -157,6 +157,8 @@ def body_lines(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -165,6 +167,9 @@ def body_lines(
     Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
     dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
     ``theme`` overrides colours per node kind; ``legend`` adds a key.
+    ``node_styles`` lays extra attributes over single nodes (node id -> attributes,
+    e.g. a border for a finding), and ``notes`` draws boxes (text lines, attributes)
+    in a cluster of their own that explains them.
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
@@ -182,13 +187,15 @@ def body_lines(
     if hidden:  # filtering costs a set look-up per node and edge: only when needed
         nodes = [n for n in nodes if n.id not in hidden]
         edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
-    out.extend(writer.node_lines(nodes))
+    out.extend(writer.node_lines(nodes, node_styles or {}))
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
     # Indexing is faster than attribute reads on a million edges.
     out.extend([f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges])
     if legend:
         shown = {n.kind for n in graph.nodes if n.id not in hidden}
         out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
+    if notes:
+        out.extend(_note_lines(notes))
     return out
 
 
@@ -209,7 +216,7 @@ class _Writer:
             after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
             self.templates[kind] = (before + " " if before else "", " " + after if after else "")
 
-    def node_lines(self, nodes: Iterable[Node]) -> list[str]:
+    def node_lines(self, nodes: Iterable[Node], node_styles: Mapping[str, Mapping[str, str]]) -> list[str]:
         """One line per node: ``\\t<id> [<attributes>]\\n``.
 
         The attributes depend on every field of a node but its id, and a big graph
@@ -221,6 +228,9 @@ class _Writer:
         lines = []
         add_line = lines.append
         for node in nodes:
+            if node_styles and node[0] in node_styles:
+                add_line(f"\t{node[0]} {self.styled_attrs(node, node_styles[node[0]])}\n")
+                continue
             content = node[1:]  # every field but the id
             try:
                 attrs = attrs_by_content[content]
@@ -244,6 +254,20 @@ class _Writer:
         attrs = dict(self.styles[kind])
         attrs["label"] = label(lines, left)
         attrs["tooltip"] = tooltip
+        return f"[{attr_list(attrs)}]"
+
+    def styled_attrs(self, node: Node, overlay: Mapping[str, str]) -> str:
+        """:meth:`node_attrs` with ``overlay`` laid over them (its ``label``, if any, ignored)."""
+        kind = node.kind
+        attrs = dict(self.styles[kind])
+        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
+            attrs["label"] = self.quoted_id_or_label(node.label)
+        else:
+            lines, tooltip, left = self.label_lines(node)
+            attrs["label"] = label(lines, left)
+            if tooltip is not None:
+                attrs["tooltip"] = tooltip
+        attrs.update((str(k), str(v)) for k, v in overlay.items() if k != "label")
         return f"[{attr_list(attrs)}]"
 
     @staticmethod
@@ -309,3 +333,12 @@ def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[s
     return lines
 
 
+def _note_lines(notes: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> list[str]:
+    lines = ["\tsubgraph cluster_notes {\n", "\t\tgraph [label=notes style=dashed]\n"]
+    for i, (text, attrs) in enumerate(notes):
+        node_attrs = {str(k): str(v) for k, v in attrs.items()}
+        node_attrs["label"] = label(list(text), left=len(text) > 1)
+        lines.append(f"\t\tnote{i} [{attr_list(node_attrs)}]\n")
+    lines.extend(f"\t\tnote{i} -> note{i + 1} [style=invis]\n" for i in range(len(notes) - 1))
+    lines.append("\t}\n")
+    return lines

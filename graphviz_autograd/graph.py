@@ -44,7 +44,9 @@ class Node(NamedTuple):
     ``label`` is the op name for ops, the parameter or output name for tensors
     ('' when a tensor has no name) and the attribute name for saved tensors.
     ``attrs`` holds an op's saved values as (name, text) pairs, collected only when
-    the walk was asked for them. ``note`` says why a saved tensor could not be read:
+    the walk was asked for them; a saved tensor's ``attrs`` holds ``('tensor', name)``
+    when it is a named tensor (a parameter, buffer or input) or a view of one.
+    ``note`` says why a saved tensor could not be read:
     'freed' when ``backward()`` released its buffer, 'modified in place' when an
     in-place op changed it after it was saved (backward() would fail on it).
     """

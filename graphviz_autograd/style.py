@@ -69,6 +69,23 @@ LEGEND_TEXT = {
     SAVED: "saved for backward",
 }
 
+# How diagnostics mark a node (diagnose.finding_styles): a thick border by severity.
+# Info findings are not drawn.
+SEVERITY_STYLES: dict[str, dict[str, str]] = {
+    "error": {"color": "red", "penwidth": "3"},
+    "warning": {"color": "orange", "penwidth": "3"},
+}
+
+# Gradient norm, low to high on a log scale (diagnose.gradient_styles): ColorBrewer
+# blues, white text where the fill is dark.
+GRADIENT_NORM_SCALE: tuple[dict[str, str], ...] = tuple(
+    {"fillcolor": f"/blues9/{step}", **({"fontcolor": "white"} if step >= 7 else {})} for step in range(1, 10)
+)
+GRADIENT_SPECIAL_STYLES: dict[str, dict[str, str]] = {
+    "zero": {"fillcolor": "white", "style": "filled,dashed"},
+    "nonfinite": {"fillcolor": "red", "fontcolor": "white"},
+}
+
 DIRECTIONS = ("TB", "LR", "BT", "RL")
 
 Theme = Mapping[str, Union[str, Mapping[str, str]]]

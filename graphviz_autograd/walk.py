@@ -63,6 +63,8 @@ MODIFIED_NOTE = "modified in place"
 FREED = f"[{FREED_NOTE}]"
 SAVED_TENSOR = "[saved tensor]"
 SAVED_TENSORS = "[saved tensors]"
+# The attribute of a saved-tensor node that names the tensor it is (or views).
+SAVED_TENSOR_OF = "tensor"
 
 
 def walk(
@@ -476,8 +478,20 @@ class _Walker:
             if index is None:
                 index = self.saved_index[id(tensor)] = self.new_index()
                 self.keep_alive.append(tensor)
-                self.nodes[index] = Node(self.ids[index], SAVED, name, *_tensor_meta(tensor))
+                self.nodes[index] = Node(self.ids[index], SAVED, name, *_tensor_meta(tensor), self.saved_as(tensor))
         self.edges.append(Edge(owner_id, self.ids[index], SAVED_BY))
+
+    def saved_as(self, tensor: torch.Tensor) -> tuple[tuple[str, str], ...]:
+        """``(('tensor', name),)`` when a saved tensor is a named tensor or a view of one, else ``()``.
+
+        A parameter, buffer or input saved for backward costs no memory of its own
+        (it exists anyway), unlike an activation; memory reports leave it out.
+        """
+        name = self.parameter_names.get(id(tensor))
+        if name is None:
+            base = getattr(tensor, "_base", None)
+            name = None if base is None else self.parameter_names.get(id(base))
+        return () if name is None else ((SAVED_TENSOR_OF, name),)
 
 
 def _unreadable_note(error: RuntimeError) -> str:

@@ -613,7 +613,8 @@ def test_version():
 def test_help_of_every_command_has_an_example(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0
-    assert "\n    graphviz-autograd render samples/mnist_cnn.py -o mnist.pdf\n" in result.stdout
+    example = "check samples/mnist_cnn.py" if command == ["check"] else "render samples/mnist_cnn.py -o mnist.pdf"
+    assert f"\n    graphviz-autograd {example}\n" in result.stdout
 
 
 def test_render_help_documents_the_model_forms_and_convention():

@@ -1,0 +1,787 @@
+"""Findings that answer "why doesn't this layer learn?", from a walked graph and from gradients.
+
+Each :class:`Finding` is plain data: a severity (``error``, ``warning``, ``info``),
+a code, a one-line message, the ids of the graph nodes it points at and its
+subject (a parameter name, a module path, the reason of a cut).
+
+>>> import torch
+>>> from torch import nn
+>>> model = nn.ModuleDict({"body": nn.Linear(2, 2), "head": nn.Linear(2, 1)})
+>>> loss = model["body"](torch.ones(1, 2)).sum()  # the head never runs
+>>> [(f.severity, f.code, f.subject) for f in check(loss, model) if f.severity != "info"]
+[('warning', 'unused_parameter', 'head.weight'), ('warning', 'unused_parameter', 'head.bias')]
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
+
+import torch
+
+from .errors import InputTypeError, OptionError
+from .graph import ACCUMULATE_GRAD, DATA, LEAF, NO_GRAD, PARAMETER, SAVED, SAVED_BY, AutogradGraph
+from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from .walk import SAVED_TENSOR_OF, Params, _parameter_names, named_tensors, walk
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
+# Finding codes.
+UNREGISTERED_LEAF = "unregistered_leaf"
+UNUSED_PARAMETER = "unused_parameter"
+FROZEN_PARAMETER = "frozen_parameter"
+GRADIENT_CUT = "gradient_cut"
+GRAD_NONFINITE = "grad_nonfinite"
+GRAD_MISSING = "grad_missing"
+GRAD_ZERO = "grad_zero"
+GRAD_NORM_OUTLIER = "grad_norm_outlier"
+SAVED_MEMORY = "saved_memory"
+
+CODES = (
+    UNREGISTERED_LEAF,
+    UNUSED_PARAMETER,
+    FROZEN_PARAMETER,
+    GRADIENT_CUT,
+    GRAD_NONFINITE,
+    GRAD_MISSING,
+    GRAD_ZERO,
+    GRAD_NORM_OUTLIER,
+    SAVED_MEMORY,
+)
+
+# Why a no_grad node carries no gradient (its ``note``, set by the forward recorder).
+# The first four are calls that stop a gradient the model would otherwise get:
+# warnings. The others are inputs that never had one to give: info.
+STOPPING_CUTS = {
+    "detach": "detach() cuts the gradient here",
+    "data": ".data cuts the gradient here",
+    "no_grad": "code under torch.no_grad() cuts the gradient here",
+    "inference_mode": "code under torch.inference_mode() cuts the gradient here",
+}
+INPUT_CUTS = {
+    "buffer": "a buffer, which carries no gradient (expected unless it was meant to be a parameter)",
+}
+# Data inputs (requires_grad=False) and integer tensors have no gradient to lose:
+# every model has them, and a finding for each would bury the ones that matter.
+EXPECTED_INPUTS = {"requires_grad_false", "integer"}
+FROZEN_CUT = "frozen"
+
+# A gradient norm this many powers of ten away from the median of its peers is flagged.
+DEFAULT_OUTLIER_DECADES = 3.0
+# Fewer parameters than this with a finite, non-zero gradient give no median to trust.
+MIN_PEERS = 3
+DEFAULT_TOP_MEMORY = 5
+
+
+class Finding(NamedTuple):
+    """One thing worth knowing about a graph or its gradients.
+
+    ``severity`` is ``"error"``, ``"warning"`` or ``"info"``; ``code`` one of
+    :data:`CODES`; ``nodes`` the ids of the graph nodes it points at (empty when
+    what it is about is not in the graph, such as an unused parameter);
+    ``subject`` what it is about in the model's words.
+
+    >>> Finding("warning", "grad_zero", "fc.weight: gradient is zero", ("n5",), "fc.weight").to_dict()["nodes"]
+    ['n5']
+    """
+
+    severity: str
+    code: str
+    message: str
+    nodes: tuple[str, ...] = ()
+    subject: str = ""
+
+    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "nodes": list(self.nodes),
+            "subject": self.subject,
+        }
+
+
+class Examination(NamedTuple):
+    """What :func:`examine` returns: the graph it walked (None for gradient-only checks) and the findings."""
+
+    graph: Optional[AutogradGraph]
+    findings: list[Finding]
+
+
+def check(
+    outputs: Any = None,
+    model: Optional[torch.nn.Module] = None,
+    params: Params = None,
+    recorder: Any = None,
+    *,
+    inputs: Any = None,
+    backward: bool = False,
+    top_memory: int = DEFAULT_TOP_MEMORY,
+    outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+) -> list[Finding]:
+    """Findings about the backward graph of ``outputs`` and the gradients of ``model``, errors first.
+
+    ``outputs`` is what :func:`~graphviz_autograd.walk` takes (or a graph it
+    returned, walked with the same params). ``model`` (or ``params``, as walk
+    takes them) names the parameters: needed for unused parameters, unregistered
+    leaves, frozen parameters and gradients. ``recorder`` is passed to the walk.
+    ``inputs`` names the forward's inputs (a dict or any nesting of tensors), so
+    that an input that requires grad is not taken for a stray weight.
+
+    Gradients: ``backward=True`` computes them from ``outputs`` (a scalar loss)
+    with ``torch.autograd.grad``, leaving every ``.grad`` untouched; otherwise the
+    parameters' ``.grad`` is read when any is set (after ``loss.backward()``).
+    ``check(model=model)`` after ``backward()`` checks gradients alone.
+
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> (w * 0).sum().backward()
+    >>> [(f.severity, f.code, f.subject) for f in check(params={"w": w})]
+    [('warning', 'grad_zero', 'w')]
+    """
+    return examine(
+        outputs,
+        model,
+        params,
+        recorder,
+        inputs=inputs,
+        backward=backward,
+        top_memory=top_memory,
+        outlier_decades=outlier_decades,
+    ).findings
+
+
+def examine(
+    outputs: Any = None,
+    model: Optional[torch.nn.Module] = None,
+    params: Params = None,
+    recorder: Any = None,
+    *,
+    inputs: Any = None,
+    backward: bool = False,
+    top_memory: int = DEFAULT_TOP_MEMORY,
+    outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+    collect_saved: bool = True,
+) -> Examination:
+    """:func:`check`, also returning the graph it walked, whose node ids the findings use.
+
+    ``collect_saved=False`` walks without saved tensors (no memory findings), so
+    that node ids match a drawing made without ``show_attrs``/``show_saved``.
+    """
+    if isinstance(params, torch.nn.Module) and model is None:
+        model, params = params, None
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise InputTypeError(
+            f"check() takes an nn.Module as model; got {type(model).__name__}. "
+            "Pass parameters as params=dict(model.named_parameters()) instead."
+        )
+    if isinstance(top_memory, bool) or not isinstance(top_memory, int) or top_memory < 0:
+        raise OptionError(f"top_memory must be a non-negative integer; got {top_memory!r}.")
+    if not (isinstance(outlier_decades, (int, float)) and outlier_decades > 0):
+        raise OptionError(f"outlier_decades must be a positive number; got {outlier_decades!r}.")
+    known = _KnownTensors(model, params, inputs)
+    if outputs is None:
+        if backward:
+            raise OptionError("check(backward=True) needs outputs to run backward from; pass the loss.")
+        if not known.parameters:
+            raise OptionError("check() needs outputs, a model or params; pass the loss and the model.")
+        if not any(t.grad is not None for t in known.trainable()):
+            raise OptionError(
+                "check() got no outputs and no parameter has a .grad, so there is nothing to check; "
+                "call loss.backward() first, or pass the outputs to check the graph."
+            )
+        findings = _frozen_findings(known, None) + _gradient_findings(known, _read_grads(known), None, outlier_decades)
+        return Examination(None, _by_severity(findings))
+
+    graph = _as_graph(outputs, known, recorder, collect_saved)
+    if backward:
+        grads: Optional[dict[int, Optional[torch.Tensor]]] = _compute_grads(outputs, known)
+    elif any(t.grad is not None for t in known.trainable()):
+        grads = _read_grads(known)
+    else:
+        grads = None
+    return Examination(graph, examine_graph(graph, known, grads, top_memory=top_memory, outlier_decades=outlier_decades))
+
+
+def examine_graph(
+    graph: AutogradGraph,
+    known: "_KnownTensors",
+    grads: Optional[Mapping[int, Optional[torch.Tensor]]] = None,
+    *,
+    top_memory: int = DEFAULT_TOP_MEMORY,
+    outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+) -> list[Finding]:
+    """Findings about a walked graph, and about ``grads`` (id of parameter -> gradient) when given."""
+    index = _GraphIndex(graph)
+    findings: list[Finding] = []
+    if known.parameters:
+        findings += _unregistered_findings(index, known)
+        findings += _unused_findings(index, known)
+        findings += _frozen_findings(known, index)
+    findings += _cut_findings(index)
+    if grads is not None:
+        findings += _gradient_findings(known, grads, index, outlier_decades)
+    findings += _memory_findings(index, top_memory)
+    return _by_severity(findings)
+
+
+# --- what the caller told us -------------------------------------------------------
+
+
+class _KnownTensors:
+    """Parameters (grouped by tensor, so tied weights are one), inputs, and stray leaves.
+
+    A stray leaf is a tensor that requires grad, kept in a module attribute (a
+    plain list, dict or tensor attribute) but not registered as a parameter.
+    """
+
+    def __init__(self, model: Optional[torch.nn.Module], params: Params, inputs: Any):
+        self.model = model
+        pairs: list[tuple[str, torch.Tensor]] = []
+        buffers: list[tuple[str, torch.Tensor]] = []
+        if model is not None:
+            pairs += list(model.named_parameters(remove_duplicate=False))
+            buffers += list(model.named_buffers(remove_duplicate=False))
+        data: list[tuple[str, torch.Tensor]] = []
+        if params is not None:
+            _parameter_names(params)  # validates, with walk's messages
+            for name, tensor in params.items() if isinstance(params, Mapping) else params:
+                # A plain tensor without grad among params (an input, a buffer) names a leaf, not a weight.
+                is_weight = isinstance(tensor, torch.nn.Parameter) or tensor.requires_grad
+                (pairs if is_weight else data).append((str(name), tensor))
+        self.parameters: dict[str, torch.Tensor] = {}
+        for name, tensor in pairs:
+            self.parameters.setdefault(str(name), tensor)
+        # Names of one tensor, in order: the first is the one the walk shows.
+        groups: dict[int, list[str]] = {}
+        self.tensors: dict[int, torch.Tensor] = {}
+        for name, tensor in self.parameters.items():
+            groups.setdefault(id(tensor), []).append(name)
+            self.tensors[id(tensor)] = tensor
+        self.groups = groups
+        self.inputs = dict(data)
+        if inputs is not None:
+            self.inputs.update(named_tensors(inputs))
+        self.buffers = dict(buffers)
+        self.stray = self._stray_tensors() if model is not None else {}
+
+    def trainable(self) -> list[torch.Tensor]:
+        return [t for t in self.tensors.values() if t.requires_grad]
+
+    def walk_names(self) -> dict[str, torch.Tensor]:
+        names = dict(self.parameters)
+        taken = {id(t) for t in names.values()}
+        for source in (self.buffers, self.inputs, self.stray):
+            for name, tensor in source.items():
+                if id(tensor) not in taken and name not in names:
+                    names[name] = tensor
+                    taken.add(id(tensor))
+        return names
+
+    def module_of(self, name: str) -> str:
+        """'fc (Linear)' for 'fc.weight'; 'the model' for a top-level name."""
+        path = name.rpartition(".")[0]
+        type_name = ""
+        if self.model is not None:
+            try:
+                type_name = type(self.model.get_submodule(path)).__name__
+            except (AttributeError, TypeError):
+                type_name = ""
+        if not path:
+            return f"the model ({type_name})" if type_name else "the model"
+        return f"{path} ({type_name})" if type_name else path
+
+    def _stray_tensors(self) -> dict[str, torch.Tensor]:
+        assert self.model is not None
+        registered = set(self.groups)
+        stray: dict[str, torch.Tensor] = {}
+        for path, module in self.model.named_modules():
+            for key, value in vars(module).items():
+                if key.startswith("_"):
+                    continue
+                prefix = f"{path}.{key}" if path else key
+                for name, tensor in named_tensors(value, prefix):
+                    if tensor.requires_grad and tensor.is_leaf and id(tensor) not in registered:
+                        stray.setdefault(name, tensor)
+        return stray
+
+
+def _as_graph(outputs: Any, known: _KnownTensors, recorder: Any, collect_saved: bool) -> AutogradGraph:
+    if isinstance(outputs, AutogradGraph):
+        if known.parameters and not outputs.params_given:
+            raise OptionError(
+                "check() was given a graph walked without parameter names, so it cannot tell "
+                "parameters apart; walk it with walk(outputs, model) or pass the outputs instead."
+            )
+        return outputs
+    extra = {} if recorder is None else {"recorder": recorder}
+    names = known.walk_names() if (known.parameters or known.inputs) else None
+    return walk(outputs, names, collect_saved=collect_saved, **extra)
+
+
+def _read_grads(known: _KnownTensors) -> dict[int, Optional[torch.Tensor]]:
+    return {key: tensor.grad for key, tensor in known.tensors.items() if tensor.requires_grad}
+
+
+def _compute_grads(outputs: Any, known: _KnownTensors) -> dict[int, Optional[torch.Tensor]]:
+    if isinstance(outputs, AutogradGraph):
+        raise OptionError("check(backward=True) needs the loss tensor, not a walked graph; pass the loss.")
+    tensors = [t for _, t in named_tensors(outputs) if t.grad_fn is not None or t.requires_grad]
+    if len(tensors) != 1 or tensors[0].numel() != 1:
+        shapes = ", ".join(str(tuple(t.shape)) for t in tensors[:3]) or "none"
+        raise OptionError(
+            f"check(backward=True) needs one scalar output (a loss); got tensors of shape {shapes}. "
+            "Pass the loss, or reduce the output first (output.sum())."
+        )
+    keys = [key for key, t in known.tensors.items() if t.requires_grad]
+    if not keys:
+        return {}
+    # autograd.grad rather than backward(): every .grad stays as the caller left it.
+    grads = torch.autograd.grad(
+        tensors[0], [known.tensors[k] for k in keys], retain_graph=True, allow_unused=True
+    )
+    return dict(zip(keys, grads))
+
+
+# --- the graph, indexed ------------------------------------------------------------
+
+
+class _GraphIndex:
+    def __init__(self, graph: AutogradGraph):
+        self.graph = graph
+        self.parameter_nodes: dict[str, str] = {}
+        for node in graph.nodes:
+            if node.kind == PARAMETER:
+                self.parameter_nodes.setdefault(node.label, node.id)
+        self.accumulator: dict[str, str] = {}  # leaf node id -> its AccumulateGrad's id
+        self.saved_owner: dict[str, str] = {}  # saved node id -> the first op that saved it
+        kinds = {node.id: node.kind for node in graph.nodes}
+        for edge in graph.edges:
+            if edge.kind == DATA and kinds.get(edge.target) == ACCUMULATE_GRAD:
+                self.accumulator.setdefault(edge.source, edge.target)
+            elif edge.kind == SAVED_BY:
+                self.saved_owner.setdefault(edge.target, edge.source)
+        self.recorded = bool(graph.modules) or any(n.kind == NO_GRAD and n.note for n in graph.nodes)
+
+    def nodes_of(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The parameter node of the first of ``names`` in the graph, and its AccumulateGrad."""
+        for name in names:
+            node_id = self.parameter_nodes.get(name)
+            if node_id is not None:
+                acc = self.accumulator.get(node_id)
+                return (node_id, acc) if acc else (node_id,)
+        return ()
+
+
+def _by_severity(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
+
+
+# --- structural findings -----------------------------------------------------------
+
+
+def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Finding]:
+    fix = (
+        "the optimizer built from model.parameters() never sees it, so it never changes; wrap it in "
+        "nn.Parameter (nn.ParameterList / nn.ParameterDict for a list or dict) or call register_parameter()"
+    )
+    findings = []
+    for node in index.graph.nodes:
+        if node.kind == LEAF:
+            what = f"An unnamed leaf tensor of shape {_shape(node.shape)}"
+            subject = f"(unnamed {_shape(node.shape)})"
+        elif node.kind == PARAMETER and node.label in known.stray:
+            what = f"{node.label} (shape {_shape(node.shape)})"
+            subject = node.label
+        else:
+            continue
+        acc = index.accumulator.get(node.id)
+        findings.append(
+            Finding(
+                ERROR,
+                UNREGISTERED_LEAF,
+                f"{what} requires grad and feeds the graph but is not a parameter of the model: {fix}.",
+                (node.id, acc) if acc else (node.id,),
+                subject,
+            )
+        )
+    return findings
+
+
+def _unused_findings(index: _GraphIndex, known: _KnownTensors) -> list[Finding]:
+    findings = []
+    for key, names in known.groups.items():
+        if not known.tensors[key].requires_grad or any(n in index.parameter_nodes for n in names):
+            continue
+        tied = f" (also named {', '.join(names[1:])})" if len(names) > 1 else ""
+        findings.append(
+            Finding(
+                WARNING,
+                UNUSED_PARAMETER,
+                f"{names[0]}{tied} of {known.module_of(names[0])} is never reached from the outputs: it gets "
+                f"no gradient and will not train. Use it in the loss, or freeze it if that is intended.",
+                (),
+                names[0],
+            )
+        )
+    return findings
+
+
+def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list[Finding]:
+    cuts: dict[str, list[str]] = {}
+    if index is not None:
+        for node in index.graph.nodes:
+            if node.kind == NO_GRAD and node.note == FROZEN_CUT:
+                cuts.setdefault(node.label.partition(" ")[2], []).append(node.id)
+    recorded = index is not None and index.recorded
+    findings = []
+    for key, names in known.groups.items():
+        if known.tensors[key].requires_grad:
+            continue
+        nodes = tuple(i for name in names for i in cuts.get(name, ()))
+        if recorded and not nodes:
+            continue  # the recorder saw every use, and this one was not used
+        if recorded:
+            message = (
+                f"{names[0]} of {known.module_of(names[0])} is frozen (requires_grad=False): the forward "
+                f"uses it, but it gets no gradient and will not train."
+            )
+        else:
+            message = (
+                f"{names[0]} of {known.module_of(names[0])} is frozen (requires_grad=False): it gets no "
+                f"gradient and will not train; fine if that is intended."
+            )
+        findings.append(Finding(INFO, FROZEN_PARAMETER, message, nodes, names[0]))
+    return findings
+
+
+def _cut_findings(index: _GraphIndex) -> list[Finding]:
+    """One finding per distinct cut (reason, label, module), pointing at all its nodes."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for node in index.graph.nodes:
+        if node.kind == NO_GRAD and node.note and node.note != FROZEN_CUT and node.note not in EXPECTED_INPUTS:
+            groups.setdefault((node.note, node.label, node.module), []).append(node.id)
+    findings = []
+    for (reason, text, module), nodes in groups.items():
+        where = f"in {module}" if module else "at the top level"
+        subject = text or reason
+        if reason in STOPPING_CUTS:
+            message = (
+                f"{STOPPING_CUTS[reason]} ({where}): nothing before it gets a gradient along this path; "
+                f"remove it if the layers before should learn."
+            )
+            severity = WARNING
+        else:
+            what = INPUT_CUTS.get(reason, f"no gradient ({reason})")
+            message = f"{subject} ({where}) is {what}." if reason in INPUT_CUTS else f"{subject} ({where}) carries {what}."
+            severity = INFO
+        if len(nodes) > 1:
+            message = message[:-1] + f"; {len(nodes)} places."
+        findings.append(Finding(severity, GRADIENT_CUT, message, tuple(nodes), subject))
+    return findings
+
+
+# --- gradients ---------------------------------------------------------------------
+
+
+def gradient_norms(params: Params) -> dict[str, float]:
+    """The 2-norm of each parameter's ``.grad`` by name: ``nan`` when it holds NaN or Inf; no entry without one.
+
+    >>> w = torch.nn.Parameter(torch.ones(2))
+    >>> (3 * w).sum().backward()
+    >>> round(gradient_norms({"w": w})["w"], 3)
+    4.243
+    """
+    known = _KnownTensors(params if isinstance(params, torch.nn.Module) else None,
+                          None if isinstance(params, torch.nn.Module) else params, None)
+    norms = {}
+    for key, names in known.groups.items():
+        grad = known.tensors[key].grad
+        health = _grad_health(grad) if grad is not None else None
+        if health is not None:
+            nonfinite, norm = health
+            for name in names:
+                norms[name] = math.nan if nonfinite else norm
+    return norms
+
+
+def _grad_health(grad: torch.Tensor) -> Optional[tuple[int, float]]:
+    """(count of NaN/Inf elements, 2-norm of the finite gradient); None when it cannot be read."""
+    try:
+        values = grad.detach()
+        if values.is_sparse:
+            values = values.coalesce().values()
+        if values.device.type == "meta":
+            return None
+        nonfinite = int((~torch.isfinite(values)).sum())
+        if nonfinite:
+            return nonfinite, math.nan
+        return 0, float(torch.linalg.vector_norm(values, dtype=torch.float64))
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
+
+
+def _gradient_findings(
+    known: _KnownTensors,
+    grads: Mapping[int, Optional[torch.Tensor]],
+    index: Optional[_GraphIndex],
+    outlier_decades: float,
+) -> list[Finding]:
+    findings = []
+    norms: dict[int, float] = {}
+    for key, names in known.groups.items():
+        if not known.tensors[key].requires_grad:
+            continue
+        name = names[0]
+        nodes = index.nodes_of(names) if index is not None else ()
+        grad = grads.get(key)
+        if grad is None:
+            used = bool(nodes) if index is not None else None
+            if used is False:
+                continue  # an unused_parameter finding says why
+            if used:
+                findings.append(Finding(
+                    ERROR, GRAD_MISSING,
+                    f"{name} is in the graph but has no gradient: backward() ran on another output, or its "
+                    f".grad was cleared (zero_grad()) after it.",
+                    nodes, name))
+            else:
+                findings.append(Finding(
+                    WARNING, GRAD_MISSING,
+                    f"{name} of {known.module_of(name)} got no gradient from backward(): the loss does not "
+                    f"depend on it, so it will not train.",
+                    nodes, name))
+            continue
+        health = _grad_health(grad)
+        if health is None:
+            continue
+        nonfinite, norm = health
+        if nonfinite:
+            findings.append(Finding(
+                ERROR, GRAD_NONFINITE,
+                f"{name}: {nonfinite} of {grad.numel()} gradient values are NaN or Inf; an optimizer step "
+                f"would write them into the weights. Look for NaN inputs, log(0), division by zero or overflow.",
+                nodes, name))
+        elif norm == 0.0:
+            findings.append(Finding(
+                WARNING, GRAD_ZERO,
+                f"{name} of {known.module_of(name)} takes part in the forward but its gradient is exactly zero "
+                f"(a dead ReLU, a multiplication by zero, a mask): it will not change.",
+                nodes, name))
+        else:
+            norms[key] = norm
+    if len(norms) >= MIN_PEERS:
+        logs = {key: math.log10(norm) for key, norm in norms.items()}
+        median = statistics.median(logs.values())
+        for key, log in logs.items():
+            distance = log - median
+            if abs(distance) <= outlier_decades:
+                continue
+            name = known.groups[key][0]
+            direction = "above" if distance > 0 else "below"
+            hint = "exploding: clip gradients or lower the learning rate" if distance > 0 else "vanishing"
+            findings.append(Finding(
+                WARNING, GRAD_NORM_OUTLIER,
+                f"{name}: gradient norm {norms[key]:.2e} is {abs(distance):.1f} decades {direction} the median "
+                f"of {len(norms)} parameters ({10 ** median:.2e}); {hint}.",
+                index.nodes_of(known.groups[key]) if index is not None else (), name))
+    return findings
+
+
+# --- memory ------------------------------------------------------------------------
+
+
+def saved_bytes_by_module(graph: AutogradGraph) -> dict[str, tuple[int, int, tuple[str, ...]]]:
+    """Bytes of tensors saved for backward per module: (bytes, tensors, ids of the ops that saved them).
+
+    Counts each saved tensor once, for the first op that saved it; leaves out
+    parameters, buffers and inputs (they exist anyway) and tensors already freed.
+    Needs a graph walked with ``collect_saved=True``; ``''`` is the top level.
+    """
+    index = _GraphIndex(graph)
+    modules: dict[str, dict[str, Any]] = {}
+    for node in graph.nodes:
+        if node.kind != SAVED or node.shape is None or node.dtype is None:
+            continue
+        if any(key == SAVED_TENSOR_OF for key, _ in node.attrs):
+            continue
+        size = _itemsize(node.dtype)
+        owner_id = index.saved_owner.get(node.id)
+        if size is None or owner_id is None:
+            continue
+        owner = graph.node(owner_id)
+        entry = modules.setdefault(owner.module, {"bytes": 0, "tensors": 0, "ops": []})
+        entry["bytes"] += math.prod(node.shape) * size
+        entry["tensors"] += 1
+        if owner_id not in entry["ops"]:
+            entry["ops"].append(owner_id)
+    return {path: (e["bytes"], e["tensors"], tuple(e["ops"])) for path, e in modules.items()}
+
+
+def _memory_findings(index: _GraphIndex, top: int) -> list[Finding]:
+    by_module = saved_bytes_by_module(index.graph)
+    total = sum(b for b, _, _ in by_module.values())
+    if not total or not top:
+        return []
+    ranked = sorted(by_module.items(), key=lambda item: (-item[1][0], item[0]))[:top]
+    findings = []
+    for path, (size, count, ops) in ranked:
+        where = path or ("the top level" if len(by_module) > 1 else "the graph")
+        findings.append(Finding(
+            INFO, SAVED_MEMORY,
+            f"{where} saves {format_bytes(size)} for backward in {count} tensor{'s' if count != 1 else ''} "
+            f"({100 * size / total:.0f}% of {format_bytes(total)}; parameters and inputs not counted).",
+            ops, path))
+    return findings
+
+
+def _itemsize(dtype: str) -> Optional[int]:
+    value = getattr(torch, dtype, None)
+    return value.itemsize if isinstance(value, torch.dtype) else None
+
+
+def format_bytes(size: int) -> str:
+    """'512 B', '1.5 KiB', '3.0 MiB'.
+
+    >>> format_bytes(1536), format_bytes(100)
+    ('1.5 KiB', '100 B')
+    """
+    if size < 1024:
+        return f"{size} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def _shape(shape: Optional[tuple[int, ...]]) -> str:
+    return "unknown" if shape is None else "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+# --- on the picture ----------------------------------------------------------------
+
+NodeStyles = dict[str, dict[str, str]]
+KeyItems = list[tuple[list[str], dict[str, str]]]
+# Lines of the note listing findings that point at no node (unused parameters).
+MAX_NOTE_LINES = 8
+
+
+def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
+    """Per-node attributes marking errors and warnings, and key entries explaining them.
+
+    A node gets the border of its most severe finding and the findings' messages
+    as its tooltip; info findings are not drawn. Findings that point at no node
+    are listed in a note.
+
+    >>> styles, key = finding_styles([Finding("error", "grad_nonfinite", "w: NaN", ("n3",), "w")])
+    >>> styles["n3"]["color"], key[0][0]
+    ('red', ['error: grad nonfinite (1)'])
+    """
+    styles: NodeStyles = {}
+    messages: dict[str, list[str]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    loose: list[str] = []
+    for finding in findings:
+        if finding.severity not in SEVERITY_STYLES:
+            continue
+        counts[(finding.severity, finding.code)] = counts.get((finding.severity, finding.code), 0) + 1
+        if not finding.nodes:
+            loose.append(f"{finding.severity}: {finding.message}")
+        for node_id in finding.nodes:
+            current = styles.get(node_id)
+            if current is None or SEVERITIES.index(finding.severity) < SEVERITIES.index(current["_severity"]):
+                styles[node_id] = {"_severity": finding.severity, **SEVERITY_STYLES[finding.severity]}
+            messages.setdefault(node_id, []).append(finding.message)
+    for node_id, style in styles.items():
+        del style["_severity"]
+        style["tooltip"] = "\n".join(messages[node_id])
+    key: KeyItems = [
+        ([f"{severity}: {code.replace('_', ' ')} ({count})"], dict(SEVERITY_STYLES[severity], style="filled", fillcolor="white"))
+        for (severity, code), count in sorted(counts.items(), key=lambda i: (SEVERITIES.index(i[0][0]), CODES.index(i[0][1])))
+    ]
+    if loose:
+        shown = loose[:MAX_NOTE_LINES]
+        if len(loose) > MAX_NOTE_LINES:
+            shown.append(f"... and {len(loose) - MAX_NOTE_LINES} more")
+        key.append((["not in the graph:", *shown], {"shape": "note", "style": "filled", "fillcolor": "white"}))
+    return styles, key
+
+
+def gradient_styles(graph: AutogradGraph, norms: Mapping[str, float]) -> tuple[NodeStyles, KeyItems]:
+    """Fill parameter and AccumulateGrad nodes by gradient norm (log scale), with a key of the scale.
+
+    ``norms`` maps parameter names to norms, as :func:`gradient_norms` returns them:
+    zero and NaN/Inf get their own colours, a name without a norm stays as it is.
+    """
+    index = _GraphIndex(graph)
+    finite = [v for v in norms.values() if v > 0 and math.isfinite(v)]
+    low = math.floor(math.log10(min(finite))) if finite else 0
+    high = math.ceil(math.log10(max(finite))) if finite else 1
+    high = max(high, low + 1)
+    steps = len(GRADIENT_NORM_SCALE)
+    styles: NodeStyles = {}
+    used_bins: set[int] = set()
+    used_special: set[str] = set()
+    for name, node_id in index.parameter_nodes.items():
+        norm = norms.get(name)
+        if norm is None:
+            continue
+        if math.isnan(norm) or math.isinf(norm):
+            style, special = GRADIENT_SPECIAL_STYLES["nonfinite"], "nonfinite"
+        elif norm == 0:
+            style, special = GRADIENT_SPECIAL_STYLES["zero"], "zero"
+        else:
+            step = min(steps - 1, int((math.log10(norm) - low) / (high - low) * steps))
+            style, special = GRADIENT_NORM_SCALE[step], None
+            used_bins.add(step)
+        if special:
+            used_special.add(special)
+        for target in (node_id, index.accumulator.get(node_id)):
+            if target:
+                styles[target] = dict(style, tooltip=f"{name}: gradient norm {norm:.3g}")
+    key: KeyItems = []
+    for step in sorted(used_bins):
+        lo = low + (high - low) * step / steps
+        hi = low + (high - low) * (step + 1) / steps
+        key.append(([f"grad norm {10 ** lo:.1e} - {10 ** hi:.1e}"], dict(GRADIENT_NORM_SCALE[step])))
+    for special, text in (("zero", "grad norm 0"), ("nonfinite", "grad NaN/Inf")):
+        if special in used_special:
+            key.append(([text], dict(GRADIENT_SPECIAL_STYLES[special])))
+    return styles, key
+
+
+def merge_styles(*overlays: tuple[NodeStyles, KeyItems]) -> tuple[NodeStyles, KeyItems]:
+    """Several overlays as one: attributes of later overlays win, tooltips are joined, keys concatenated."""
+    styles: NodeStyles = {}
+    key: KeyItems = []
+    for node_styles, items in overlays:
+        for node_id, attrs in node_styles.items():
+            merged = styles.setdefault(node_id, {})
+            tooltip = merged.get("tooltip")
+            merged.update(attrs)
+            if tooltip and "tooltip" in attrs:
+                merged["tooltip"] = tooltip + "\n" + attrs["tooltip"]
+        key.extend(items)
+    return styles, key
+
+
+__all__ = [
+    "CODES",
+    "ERROR",
+    "Examination",
+    "Finding",
+    "INFO",
+    "SEVERITIES",
+    "WARNING",
+    "check",
+    "examine",
+    "finding_styles",
+    "gradient_norms",
+    "gradient_styles",
+    "saved_bytes_by_module",
+]

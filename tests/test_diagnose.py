@@ -1,0 +1,330 @@
+"""Findings: each case yields exactly the findings it should, and they land on the right nodes."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from graphviz_autograd import AutogradGraph, Edge, Finding, Node, OptionError, check, make_dot, walk
+from graphviz_autograd.diagnose import examine, gradient_norms, saved_bytes_by_module
+from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, ModuleInfo
+
+
+def summary(findings, with_info=True):
+    return {(f.severity, f.code, f.subject) for f in findings if with_info or f.severity != "info"}
+
+
+class Backbone(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+        self.pooler = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+
+def test_unused_head_is_a_warning_per_parameter():
+    model = Backbone()
+    loss = model(torch.randn(3, 4)).sum()
+    assert summary(check(loss, model, top_memory=0)) == {
+        ("warning", "unused_parameter", "pooler.weight"),
+        ("warning", "unused_parameter", "pooler.bias"),
+    }
+    finding = check(loss, model, top_memory=0)[0]
+    assert finding.nodes == () and "pooler (Linear)" in finding.message
+
+
+class ListWeights(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.weights = [torch.ones(2, requires_grad=True)]  # not registered: the optimizer never sees it
+
+    def forward(self, x):
+        return self.fc(x) * self.weights[0]
+
+
+def test_weight_in_a_plain_list_is_an_unregistered_leaf_error():
+    model = ListWeights()
+    x = torch.randn(1, 2)
+    exam = examine(model(x).sum(), model, inputs=(x,), top_memory=0)
+    assert summary(exam.findings) == {("error", "unregistered_leaf", "weights[0]")}
+    (finding,) = exam.findings
+    kinds = {exam.graph.node(i).kind for i in finding.nodes}
+    assert kinds == {PARAMETER, ACCUMULATE_GRAD}
+    assert exam.graph.node(finding.nodes[0]).label == "weights[0]"
+    assert "nn.Parameter" in finding.message and "ParameterList" in finding.message
+
+
+def test_an_anonymous_leaf_is_flagged_only_when_params_are_given():
+    w = nn.Parameter(torch.ones(2))
+    stray = torch.ones(3, 2, requires_grad=True)
+    loss = (stray @ w).sum()
+    assert summary(check(loss, params={"w": w}, top_memory=0)) == {("error", "unregistered_leaf", "(unnamed (3, 2))")}
+    assert check(loss, top_memory=0) == []
+
+
+def test_an_input_that_requires_grad_is_not_a_stray_weight():
+    model = nn.Linear(2, 1)
+    x = torch.ones(1, 2, requires_grad=True)
+    assert check(model(x).sum(), model, inputs={"x": x}, top_memory=0) == []
+
+
+def test_frozen_backbone_is_info_not_unused():
+    model = Backbone()
+    model.body.requires_grad_(False)
+    model.pooler.requires_grad_(False)
+    loss = model(torch.randn(3, 4)).sum()
+    assert summary(check(loss, model, top_memory=0)) == {
+        ("info", "frozen_parameter", "body.weight"),
+        ("info", "frozen_parameter", "body.bias"),
+        ("info", "frozen_parameter", "pooler.weight"),
+        ("info", "frozen_parameter", "pooler.bias"),
+    }
+
+
+def recorded_graph(*cuts: tuple[str, str, str]) -> AutogradGraph:
+    """A loss over MulBackward0(fc.weight, cut, cut, ...), each cut a no_grad node (note, label, module)."""
+    nodes = [
+        Node("n0", OUTPUT, "loss", shape=()),
+        Node("n1", OP, "MulBackward0", module="fc"),
+        Node("n2", ACCUMULATE_GRAD, "AccumulateGrad", module="fc"),
+        Node("n3", PARAMETER, "fc.weight", shape=(2,), module="fc"),
+    ]
+    edges = [Edge("n1", "n0"), Edge("n2", "n1"), Edge("n3", "n2")]
+    for i, (note, text, module) in enumerate(cuts, start=4):
+        nodes.append(Node(f"n{i}", NO_GRAD, text, note=note, module=module))
+        edges.append(Edge(f"n{i}", "n1", CUT))
+    return AutogradGraph(tuple(nodes), tuple(edges), params_given=True, modules=(ModuleInfo("", "Net"),))
+
+
+class Frozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2, bias=False)
+        self.backbone = nn.Linear(2, 2)
+        self.backbone.requires_grad_(False)
+
+
+def test_recorded_frozen_cut_lists_only_the_frozen_parameters_used():
+    graph = recorded_graph(("frozen", "frozen backbone.weight", "backbone"))
+    findings = check(graph, Frozen())
+    assert summary(findings) == {("info", "frozen_parameter", "backbone.weight")}
+    assert findings[0].nodes == ("n4",) and "the forward uses it" in findings[0].message
+
+
+def test_detach_in_the_middle_is_a_warning_on_its_node():
+    graph = recorded_graph(
+        ("detach", "detach()", "encoder"),
+        ("buffer", "buffer bn.running_mean", "bn"),
+        ("integer", "int64 tensor", ""),
+        ("integer", "int64 tensor", ""),
+    )
+    findings = check(graph)
+    assert [(f.severity, f.code, f.subject, f.nodes) for f in findings] == [
+        ("warning", "gradient_cut", "detach()", ("n4",)),
+        ("info", "gradient_cut", "buffer bn.running_mean", ("n5",)),
+    ]  # integer inputs are expected: no finding
+    assert "in encoder" in findings[0].message
+
+
+def test_cuts_without_a_reason_are_not_findings():
+    x = torch.ones(2)
+    w = nn.Parameter(torch.ones(2))
+    assert check((w * x.detach()).sum(), params={"w": w}, top_memory=0) == []
+
+
+def test_nan_input_gives_a_non_finite_gradient_error():
+    model = nn.Linear(2, 1)
+    x = torch.tensor([[1.0, float("nan")]])
+    findings = check(model(x).sum(), model, backward=True, top_memory=0)
+    assert summary(findings) == {("error", "grad_nonfinite", "weight")}
+    assert "1 of 2" in findings[0].message
+    assert model.weight.grad is None  # backward=True leaves .grad alone
+
+
+def test_weight_multiplied_by_zero_has_a_zero_gradient():
+    a = nn.Parameter(torch.ones(2))
+    b = nn.Parameter(torch.ones(2))
+    loss = (a * 0).sum() + (b * 2).sum()
+    exam = examine(loss, params={"a": a, "b": b}, backward=True, top_memory=0)
+    assert summary(exam.findings) == {("warning", "grad_zero", "a")}
+    assert {exam.graph.node(i).kind for i in exam.findings[0].nodes} == {PARAMETER, ACCUMULATE_GRAD}
+
+
+def test_dead_relu_zeroes_the_first_layer_after_backward():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    with torch.no_grad():
+        model[0].bias.fill_(-100.0)
+    model(torch.randn(4, 2)).sum().backward()
+    assert summary(check(model=model)) == {
+        ("warning", "grad_zero", "0.weight"),
+        ("warning", "grad_zero", "0.bias"),
+        ("warning", "grad_zero", "2.weight"),  # its input is all zero
+    }
+
+
+def test_gradient_norm_far_from_its_peers_is_an_outlier():
+    params = {name: nn.Parameter(torch.ones(4)) for name in "abcd"}
+    for name, scale in zip("abcd", (1.0, 2.0, 0.5, 1e-6)):
+        params[name].grad = torch.full((4,), scale)
+    findings = check(params=params)
+    assert summary(findings) == {("warning", "grad_norm_outlier", "d")}
+    assert "below" in findings[0].message
+    assert check(params=params, outlier_decades=7) == []
+
+
+def test_missing_gradient_is_an_error_when_used_and_a_warning_otherwise():
+    a = nn.Parameter(torch.ones(2))
+    b = nn.Parameter(torch.ones(2))
+    loss = (a * b).sum()
+    loss.backward()
+    a.grad = None
+    assert summary(check(loss, params={"a": a, "b": b}, top_memory=0)) == {("error", "grad_missing", "a")}
+    assert summary(check(params={"a": a, "b": b})) == {("warning", "grad_missing", "a")}
+
+
+def test_tied_weights_are_used_when_any_name_reaches():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 3)
+            self.decoder = nn.Linear(3, 5, bias=False)
+            self.decoder.weight = self.embed.weight
+
+        def forward(self, h):
+            return self.decoder(h)
+
+    model = Tied()
+    assert check(model(torch.randn(2, 3)).sum(), model, top_memory=0) == []
+
+
+def test_clean_model_has_no_errors_or_warnings_before_and_after_backward():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    loss = model(torch.randn(5, 4)).pow(2).mean()
+    assert summary(check(loss, model, backward=True), with_info=False) == set()
+    loss.backward()
+    assert summary(check(model=model), with_info=False) == set()
+
+
+def test_saved_memory_per_module_leaves_out_parameters():
+    nodes = (
+        Node("n0", OUTPUT, "loss", shape=()),
+        Node("n1", OP, "MmBackward0", module="enc"),
+        Node("n2", SAVED, "self", shape=(10, 10), dtype="float32"),
+        Node("n3", SAVED, "mat2", shape=(10, 10), dtype="float32", attrs=(("tensor", "enc.weight"),)),
+        Node("n4", OP, "MulBackward0", module="head"),
+        Node("n5", SAVED, "other", shape=(4,), dtype="float16"),
+        Node("n6", SAVED, "self", note="freed"),
+    )
+    edges = (
+        Edge("n1", "n0"), Edge("n4", "n1"), Edge("n1", "n2", SAVED_BY), Edge("n1", "n3", SAVED_BY),
+        Edge("n4", "n5", SAVED_BY), Edge("n4", "n2", SAVED_BY), Edge("n4", "n6", SAVED_BY),
+    )
+    graph = AutogradGraph(nodes, edges)
+    assert saved_bytes_by_module(graph) == {"enc": (400, 1, ("n1",)), "head": (8, 1, ("n4",))}
+    findings = check(graph)
+    assert [(f.code, f.subject, f.nodes) for f in findings] == [("saved_memory", "enc", ("n1",)), ("saved_memory", "head", ("n4",))]
+    assert "400 B" in findings[0].message and "98%" in findings[0].message
+    assert [f.subject for f in check(graph, top_memory=1)] == ["enc"]
+
+
+def test_real_walk_counts_activations_not_weights():
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = torch.randn(5, 4)
+    graph = walk(model(x).sum(), dict(model.named_parameters(), x=x), collect_saved=True)
+    # Saved: ReLU's result (5, 3) and the second Linear's input (5, 3); x and the weights are named.
+    assert sum(b for b, _, _ in saved_bytes_by_module(graph).values()) == 2 * 5 * 3 * 4
+
+
+def test_option_errors_say_what_to_do():
+    with pytest.raises(OptionError, match="backward"):
+        check(model=nn.Linear(2, 2))
+    model = nn.Linear(2, 2)
+    out = model(torch.ones(1, 2))
+    with pytest.raises(OptionError, match="scalar"):
+        check(out, model, backward=True)
+    with pytest.raises(OptionError, match="without parameter names"):
+        check(walk(out), model)
+    with pytest.raises(OptionError, match="needs outputs"):
+        check()
+
+
+def test_gradient_norms_by_name():
+    w = nn.Parameter(torch.ones(2))
+    v = nn.Parameter(torch.ones(2))
+    (w * torch.tensor([3.0, 4.0])).sum().backward()
+    assert gradient_norms({"w": w, "v": v}) == {"w": 5.0}
+    w.grad[0] = math.inf
+    assert math.isnan(gradient_norms({"w": w})["w"])
+
+
+def test_finding_to_dict_is_json_ready():
+    finding = Finding("error", "unregistered_leaf", "m", ("n1", "n2"), "w")
+    assert finding.to_dict() == {"severity": "error", "code": "unregistered_leaf", "message": "m", "nodes": ["n1", "n2"], "subject": "w"}
+
+
+# --- on the picture ----------------------------------------------------------------
+
+
+def marked(source: str, colour: str) -> set[str]:
+    """Ids of the nodes whose border (not fill) has this colour."""
+    node_lines = [line for line in source.splitlines() if line.startswith("\tn") and "->" not in line]
+    return {line.split()[0] for line in node_lines if re.search(rf"(?<![a-z])color={colour}\b", line)}
+
+
+def test_make_dot_diagnose_marks_the_right_nodes(graphviz_svg):
+    model = ListWeights()
+    a = nn.Parameter(torch.ones(2))
+    x = torch.ones(1, 2)
+    loss = model(x).sum() + (a * 0).sum()
+    loss.backward()
+    params = dict(model.named_parameters(), a=a)
+    graph = walk(loss, params)
+    source = make_dot(graph, params, diagnose=True).source
+    leaf = next(n for n in graph.nodes if n.kind == LEAF)
+    leaf_acc = next(e.target for e in graph.edges if e.source == leaf.id)
+    a_node = next(n for n in graph.nodes if n.label == "a")
+    a_acc = next(e.target for e in graph.edges if e.source == a_node.id)
+    assert marked(source, "red") == {leaf.id, leaf_acc}
+    assert marked(source, "orange") == {a_node.id, a_acc}
+    assert "error: unregistered leaf (1)" in source and "warning: grad zero (1)" in source
+    drawn = graphviz_svg(source)
+    assert "(unnamed)" in drawn[leaf.id].lines[0] and "nn.Parameter" in drawn[leaf.id].tooltip
+    # Without diagnose, the same graph draws as before.
+    assert make_dot(graph, params).source == make_dot(graph, params, diagnose=[]).source
+
+
+def test_make_dot_lists_findings_without_nodes_in_a_note(graphviz_svg):
+    model = Backbone()
+    source = make_dot(model(torch.randn(1, 4)).sum(), model, diagnose=True).source
+    assert "not in the graph:" in source and "pooler.weight" in source
+    graphviz_svg(source)
+
+
+def test_grad_colors_fill_parameters_by_norm_with_a_key(graphviz_svg):
+    params = {name: nn.Parameter(torch.ones(2)) for name in "abc"}
+    loss = (params["a"] * 1e-3).sum() + (params["b"] * 10).sum() + (params["c"] * 0).sum()
+    loss.backward()
+    graph = walk(loss, params)
+    source = make_dot(graph, params, grad_colors=params).source
+    fill = {n.label: line for n in graph.nodes for line in source.splitlines() if line.startswith(f"\t{n.id} [")}
+    assert "/blues9/1" in fill["a"] and "/blues9/8" in fill["b"]  # 14.1 on a scale from 1e-3 to 1e2 and "filled,dashed" in fill["c"]
+    assert "grad norm 0" in source
+    graphviz_svg(source)
+
+
+def test_plain_tensors_without_grad_among_params_are_not_frozen_weights():
+    w = nn.Parameter(torch.ones(2))
+    frozen = nn.Parameter(torch.ones(2), requires_grad=False)
+    x = torch.ones(2)
+    findings = check((w * x * frozen).sum(), params={"w": w, "x": x, "frozen": frozen}, top_memory=0)
+    assert summary(findings) == {("info", "frozen_parameter", "frozen")}
