@@ -328,3 +328,43 @@ def test_plain_tensors_without_grad_among_params_are_not_frozen_weights():
     x = torch.ones(2)
     findings = check((w * x * frozen).sum(), params={"w": w, "x": x, "frozen": frozen}, top_memory=0)
     assert summary(findings) == {("info", "frozen_parameter", "frozen")}
+
+
+# --- with a real recorded forward pass -----------------------------------------------
+
+
+class RecordedNet(nn.Module):
+    """A frozen backbone, a detach() inside the encoder, a no_grad gate, an unused head."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Linear(3, 3)
+        self.encoder = nn.Linear(3, 3)
+        self.gate = nn.Linear(3, 3)
+        self.unused_head = nn.Linear(3, 1)
+        self.backbone.requires_grad_(False)
+
+    def forward(self, x):
+        h = self.encoder(self.backbone(x)).detach()
+        with torch.no_grad():
+            mask = self.gate(x).sigmoid()
+        return (self.gate(x) * mask + h).sum()
+
+
+def test_findings_from_a_recorded_forward_pass():
+    from graphviz_autograd import record
+
+    model = RecordedNet()
+    with record(model) as rec:
+        loss = model(torch.ones(2, 3))
+    findings = check(loss, model, recorder=rec, top_memory=0)
+    assert summary(findings) == {
+        ("warning", "gradient_cut", "detach()"),
+        ("warning", "gradient_cut", "no_grad()"),
+        ("warning", "unused_parameter", "encoder.weight"),
+        ("warning", "unused_parameter", "encoder.bias"),
+        ("warning", "unused_parameter", "unused_head.weight"),
+        ("warning", "unused_parameter", "unused_head.bias"),
+    }
+    messages = {f.subject: f.message for f in findings}
+    assert "at the top level" in messages["detach()"] and "no_grad" in messages["no_grad()"]
