@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Optional
 
 from .errors import OptionError
 from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
+from .layout import DEFAULT_MAX_USES, split_shared_leaves
 from .style import EDGE_STYLES, GRAPH_ATTRS, LEGEND_TEXT, NODE_DEFAULTS, Theme, check_direction, resolve_theme
 
 DEFAULT_DTYPE = "float32"
@@ -157,6 +158,7 @@ def body_lines(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    split_shared: bool = True,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -165,10 +167,14 @@ def body_lines(
     Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
     dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
     ``theme`` overrides colours per node kind; ``legend`` adds a key.
+    ``split_shared`` draws a parameter used more than a few times once per use
+    (see :func:`graphviz_autograd.layout.split_shared_leaves`).
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
     styles = resolve_theme(theme)
+    if split_shared:
+        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device)
     hidden = set()
     if not show_no_grad:
