@@ -147,6 +147,15 @@ def to_dot(graph: AutogradGraph, **options) -> str:
     return "".join(lines)
 
 
+def digraph(lines: list[str]) -> str:
+    """``lines`` from :func:`body_lines` (and any added to them) as a whole DOT graph.
+
+    >>> digraph(["\\tn0\\n"])
+    'digraph {\\n\\tn0\\n}\\n'
+    """
+    return "".join(["digraph {\n", *lines, "}\n"])
+
+
 def body_lines(
     graph: AutogradGraph,
     *,
