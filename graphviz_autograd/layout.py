@@ -23,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from operator import itemgetter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -37,7 +38,7 @@ DEFAULT_MAX_USES = 8
 
 LAYOUTS = ("auto", "dot", "fixed")
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
-DEFAULT_LAYOUT_BUDGET = 30.0
+DEFAULT_LAYOUT_BUDGET = 15.0
 
 Position = Tuple[float, float]
 
@@ -128,23 +129,25 @@ def _use_label(label: str, use: int, uses: int) -> str:
 def estimate_layout_seconds(graph: AutogradGraph) -> float:
     """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG.
 
-    The model, fitted to runs on 2 cores (GPT-2 and BERT with 12 to 48 layers,
-    chains, and LSTMs split as :func:`split_shared_leaves` draws them)::
+    The model, fitted to ``dot -Tsvg`` runs on 2 cores (chains of 1,000 to 5,000
+    ops, GPT-2 with 12 and 48 layers, LSTMs unrolled 8 to 30 steps)::
 
-        seconds = 0.1 + 1.5e-3 * n + 1.0e-8 * n**2 * (1 + fan)
+        seconds = 0.05 + 1e-7 * size**2 * exp(0.17 * fan)
 
-    where ``n`` is the number of nodes plus edges and ``fan`` the largest number of
-    edges leaving one node past 8. It is meant to tell a graph that takes seconds
-    from one that takes minutes, nothing finer.
+    where ``size`` is the number of nodes plus edges and ``fan`` the most edges
+    leaving one node (capped at 100). Time grows with the square of the size and
+    steeply with fan-out: one AccumulateGrad feeding 30 ops makes ``dot`` 100 times
+    slower. The guess is within a factor of 4 on those graphs (chains, the easiest
+    shape for ``dot``, are the most overestimated): enough to tell a graph that takes
+    seconds from one that takes minutes, nothing finer.
 
     >>> from graphviz_autograd.graph import AutogradGraph, Node
     >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
     True
     """
     size = len(graph.nodes) + len(graph.edges)
-    fan_out = max(Counter(map(itemgetter(0), graph.edges)).values(), default=0)
-    fan = max(fan_out - DEFAULT_MAX_USES, 0)
-    return 0.1 + 1.5e-3 * size + 1.0e-8 * size * size * (1 + fan)
+    fan = max(Counter(map(itemgetter(0), graph.edges)).values(), default=0)
+    return 0.05 + 1e-7 * size * size * math.exp(0.17 * min(fan, 100))
 
 
 def check_layout(layout: str) -> str:

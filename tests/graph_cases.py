@@ -218,3 +218,14 @@ def hostile_names() -> Case:
     b = torch.randn(1, requires_grad=True)
     params = {'say "hi" \\ <b>&amp;</b>': a, "line\nbreak\\": b}
     return Case({"loss é ✓ \\N": (a * b).sum()}, params)
+
+
+@case
+def shared_weights_rnn() -> Case:
+    """One RNN cell over 10 steps: its weights have 10 uses each, so each use gets a copy."""
+    torch.manual_seed(0)
+    cell = nn.RNNCell(3, 4)
+    h = torch.zeros(1, 4)
+    for x in torch.randn(10, 1, 3):
+        h = cell(x, h)
+    return Case(h.sum(), cell)
