@@ -38,7 +38,7 @@ DEFAULT_MAX_USES = 8
 
 LAYOUTS = ("auto", "dot", "fixed")
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
-DEFAULT_LAYOUT_BUDGET = 15.0
+DEFAULT_LAYOUT_BUDGET = 10.0
 
 Position = Tuple[float, float]
 
