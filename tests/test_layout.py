@@ -115,8 +115,10 @@ def test_split_of_a_real_lstm_copies_each_weight_once_per_step():
         if "_" in node.id:
             original = graph.node(node.id.split("_")[0])
             assert node._replace(id=original.id, label=original.label) == original
-    assert to_dot(graph) == to_dot(graph)  # stable bytes
-    assert "n8_10" in to_dot(graph) or any(n.id.endswith(f"_{steps}") for n in split.nodes)
+    # Ids depend on the walk alone: a second run of the same model gives the same bytes.
+    again = walk(*unrolled_lstm(steps))
+    assert to_dot(again) == to_dot(graph)
+    assert sum(1 for n in split.nodes if n.id.endswith(f"_{steps}")) == 2 * 4
 
 
 def test_dot_splits_by_default_and_can_be_told_not_to():
@@ -189,7 +191,7 @@ def test_positions_follow_the_direction(direction):
     assert {"LR": x_in < x_out, "RL": x_in > x_out, "BT": y_in < y_out}[direction]
 
 
-def test_layout_of_a_100k_node_chain_needs_no_recursion():
+def test_layout_of_a_50k_op_chain_needs_no_recursion():
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(200)  # anything recursive over the graph fails at once
     try:
