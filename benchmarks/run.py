@@ -5,6 +5,7 @@ imported::
 
     PYTHONPATH=. python -m benchmarks --layout   # every graph (about 2.5 minutes)
     PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
+    PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 1.5 minutes)
 
 Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 
@@ -20,6 +21,12 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
   under 5,000 nodes only; ``timeout`` past ``--layout-timeout`` seconds).
+
+With ``--layouts``, a second table times tensor -> SVG through
+:func:`graphviz_autograd.render` (walk, DOT, Graphviz, file): the LSTM with its
+shared weights split and whole (ratio in the same run), GPT-2 with 48 layers
+under ``layout="auto"`` and ``"dot"``, and a 20,003-node chain with the fixed
+layout. Each is run once; a run past ``--layout-timeout`` is stopped.
 
 Graphs: GPT-2 small and BERT base built from their configs (random weights,
 nothing downloaded), ResNet-50 and DenseNet-121 when torchvision is installed,
@@ -90,6 +97,18 @@ def gpt2_small() -> tuple[Any, dict]:
     model = GPT2LMHeadModel(GPT2Config())
     input_ids = torch.randint(0, model.config.vocab_size, (1, 16))
     return model(input_ids).logits, dict(model.named_parameters())
+
+
+def gpt2_layers(layers: int) -> Callable[[], tuple[Any, dict]]:
+    def build() -> tuple[Any, dict]:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(n_layer=layers))
+        input_ids = torch.randint(0, model.config.vocab_size, (1, 16))
+        return model(input_ids).logits, dict(model.named_parameters())
+
+    return build
 
 
 def bert_base() -> tuple[Any, dict]:
@@ -283,6 +302,79 @@ def measure_graph(
     return result
 
 
+# --- tensor -> SVG with each layout ----------------------------------------------------
+
+
+@dataclass
+class LayoutCase:
+    """A render to time: the graph, and the render options."""
+
+    name: str
+    build: Callable[[], tuple[Any, Optional[dict]]]
+    options: dict
+    needs: str = ""
+
+
+LAYOUT_CASES = [
+    LayoutCase("lstm-30-steps split", lstm_unrolled, dict(layout="dot")),
+    LayoutCase("lstm-30-steps whole", lstm_unrolled, dict(layout="dot", split_shared=False)),
+    LayoutCase("gpt2-48-layers auto", gpt2_layers(48), dict(layout="auto"), needs="transformers"),
+    LayoutCase("gpt2-48-layers dot", gpt2_layers(48), dict(layout="dot"), needs="transformers"),
+    LayoutCase("chain-10k fixed", chain(10_000), dict(layout="fixed")),
+]
+
+
+def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]]:
+    """(case, nodes drawn, engine, seconds or None past the timeout) for each layout case."""
+    import tempfile
+
+    from graphviz_autograd import render
+    from graphviz_autograd.api import lay_out
+    from graphviz_autograd.errors import RenderError
+    from graphviz_autograd.layout import split_shared_leaves
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for case in LAYOUT_CASES:
+            if case.needs and not _importable(case.needs):
+                rows.append((case.name, f"skipped: {case.needs} not installed", "", None))
+                continue
+            print(f"rendering {case.name} ...", file=sys.stderr, flush=True)
+            built = list(case.build())
+            outputs, params = built
+            budget_options = {k: v for k, v in case.options.items() if k != "layout"}
+            graph = walk(outputs, params)
+            laid_out = lay_out(graph, layout=case.options["layout"], **budget_options)
+            shown = split_shared_leaves(graph) if case.options.get("split_shared", True) else graph
+            drawn, engine = len(shown.nodes), laid_out.engine
+            del graph, shown, laid_out
+            start = time.perf_counter()
+            try:
+                render(outputs, os.path.join(folder, "graph.svg"), params, timeout=timeout, **case.options)
+                seconds: Optional[float] = time.perf_counter() - start
+            except RenderError:
+                seconds = None
+            rows.append((case.name, f"{drawn:,}", engine, seconds))
+            del outputs, params
+            free_root_first(built)
+    return rows
+
+
+def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout: float) -> str:
+    seconds = {name: s for name, _, _, s in rows}
+    lines = ["| render to SVG | nodes drawn | drawn by | seconds |", "|:--|--:|:--|--:|"]
+    for name, nodes, engine, s in rows:
+        shown = "neato -n2 (fixed)" if engine == "neato" else engine
+        lines.append(f"| {name} | {nodes} | {shown} | {'>' + format(timeout, 'g') if s is None else format(s, '.2f')} |")
+    ratios = [("lstm-30-steps whole", "lstm-30-steps split"), ("gpt2-48-layers dot", "gpt2-48-layers auto")]
+    for slow, fast in ratios:
+        if seconds.get(fast) and seconds.get(slow):
+            lines.append(f"{slow} / {fast}: {seconds[slow] / seconds[fast]:.1f}x")
+        elif seconds.get(fast) and slow in seconds:
+            lines.append(f"{slow} / {fast}: more than {timeout / seconds[fast]:.0f}x")
+    return "\n".join(lines)
+
+
 # --- the table ---------------------------------------------------------------------
 
 COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
@@ -352,6 +444,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=5, metavar="N", help="best of N runs per measurement (default 5)")
     parser.add_argument("--layout", action="store_true", help=f"also time `dot -Tsvg` on graphs under {LAYOUT_MAX_NODES:,} nodes")
     parser.add_argument("--layout-timeout", type=float, default=60.0, metavar="S", help="seconds before `dot` is stopped (default 60)")
+    parser.add_argument("--layouts", action="store_true", help="time tensor -> SVG with each layout (a second table)")
     parser.add_argument("--no-torchviz", action="store_true", help="do not time torchviz even when it is installed")
     return parser.parse_args(argv)
 
@@ -375,6 +468,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"ours = walk+dot. Times: best of {args.repeat} runs (of {MIN_RUNS} once a measurement has "
         f"taken {REPEAT_BUDGET_S:g} s). Total {time.perf_counter() - started:.0f} s."
     )
+    if args.layouts:
+        print()
+        print(layout_table(layout_timings(args.layout_timeout), args.layout_timeout))
     return 0
 
 

@@ -23,16 +23,26 @@ digraph {
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import graphviz
 
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
 from .graph import AutogradGraph
+from .layout import (
+    DEFAULT_LAYOUT_BUDGET,
+    DEFAULT_MAX_USES,
+    check_layout,
+    choose_layout,
+    fixed_layout_lines,
+    shown_graph,
+    split_shared_leaves,
+)
 from .record import Recorder
-from .render import DEFAULT_TIMEOUT, PathLike, render_source
+from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
 from .style import Theme
 from .walk import Params, walk
 
@@ -52,6 +62,9 @@ def make_dot(
     recorder: Optional[Recorder] = None,
     diagnose: Union[bool, Sequence[Finding]] = False,
     grad_colors: Params = None,
+    split_shared: bool = True,
+    layout: str = "dot",
+    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -73,6 +86,12 @@ def make_dot(
     ``grad_colors`` (the model, or params) fills each parameter and its
     AccumulateGrad by the norm of its ``.grad`` on a log scale, with a key.
 
+    ``split_shared`` draws a parameter used more than a few times (an RNN's
+    weights, once per step) once per use, which keeps Graphviz fast. ``layout``
+    is ``"dot"`` (Graphviz lays it out), ``"fixed"`` (our layered layout: every
+    node pinned, the result drawn by ``neato``, fast for any size) or ``"auto"``
+    (``dot`` unless it would take longer than ``layout_budget`` seconds).
+
     >>> import torch
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> stray = torch.ones(2, requires_grad=True)
@@ -90,9 +109,10 @@ def make_dot(
     if grad_colors is not None:
         overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
     node_styles, notes = merge_styles(*overlays)
-    dot = graphviz.Digraph()
-    dot.body = body_lines(
+    laid_out = lay_out(
         graph,
+        layout=layout,
+        layout_budget=layout_budget,
         show_attrs=show_attrs,
         show_saved=show_saved,
         max_attr_chars=max_attr_chars,
@@ -103,8 +123,54 @@ def make_dot(
         legend=legend,
         node_styles=node_styles,
         notes=notes,
+        split_shared=split_shared,
     )
+    _say(laid_out.note)
+    dot = graphviz.Digraph(engine=laid_out.engine)
+    dot.body = laid_out.lines
     return dot
+
+
+class LaidOut(NamedTuple):
+    """DOT body lines, the Graphviz program that draws them, and a note on the choice ('' if none)."""
+
+    lines: list
+    engine: str
+    note: str
+
+
+def lay_out(
+    graph: AutogradGraph, *, layout: str = "auto", layout_budget: float = DEFAULT_LAYOUT_BUDGET, **dot_options: Any
+) -> LaidOut:
+    """The DOT body of ``graph`` (``dot_options`` as for ``to_dot``), laid out as ``layout`` says.
+
+    :func:`graphviz_autograd.layout.choose_layout` decides; with the fixed layout,
+    the lines pin every node and ``engine`` is ``"neato"``.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> laid = lay_out(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed")
+    >>> laid.engine, laid.lines[-1]
+    ('neato', '\\tn0 [pos="0,9.5!"]\\n')
+    """
+    check_layout(layout)
+    lines = body_lines(graph, **dot_options)
+    if layout == "dot":
+        return LaidOut(lines, "dot", "")
+    drawn = graph
+    if dot_options.get("split_shared", True):
+        drawn = split_shared_leaves(drawn, DEFAULT_MAX_USES)
+    drawn = shown_graph(drawn, dot_options.get("show_no_grad", True), dot_options.get("show_saved", False))
+    chosen, note = choose_layout(drawn, layout, layout_budget)
+    if chosen == "dot":
+        return LaidOut(lines, "dot", note)
+    legend_kinds = {n.kind for n in drawn.nodes} if dot_options.get("legend", False) else ()
+    lines.extend(fixed_layout_lines(drawn, dot_options.get("direction", "TB"), legend_kinds))
+    return LaidOut(lines, "neato", note)
+
+
+def _say(note: str) -> None:
+    if note:
+        print(f"graphviz-autograd: {note}", file=sys.stderr)
 
 
 def render(
@@ -114,6 +180,8 @@ def render(
     *,
     format: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
+    layout: str = "auto",
+    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
     **make_dot_options: Any,
 ) -> Path:
     """Draw the backward graph of ``outputs_or_graph`` into ``path``; return the path.
@@ -123,14 +191,23 @@ def render(
     nothing is left at ``path`` (and a file already there is untouched). DOT
     needs no Graphviz; the other formats need the ``dot`` executable.
 
+    ``layout="auto"`` lets Graphviz ``dot`` lay the graph out unless that would
+    take longer than ``layout_budget`` seconds (by
+    :func:`graphviz_autograd.layout.estimate_layout_seconds`); then it says so in
+    one line on stderr and draws the fixed layered layout instead. ``"dot"`` and
+    ``"fixed"`` force one or the other. A DOT file is written for ``dot`` unless
+    ``layout="fixed"`` is asked for.
+
     >>> import torch, tempfile, os
     >>> x = torch.ones(2, requires_grad=True)
     >>> out = render((x * x).sum(), os.path.join(tempfile.mkdtemp(), "g.dot"))
     >>> out.read_text().startswith("digraph {")
     True
     """
-    source = make_dot(outputs_or_graph, params, **make_dot_options).source
-    return render_source(source, path, format=format, timeout=timeout)
+    if format_for_path(path, format) == "dot" and layout == "auto":
+        layout = "dot"  # nothing is laid out here, so nothing to decide
+    dot = make_dot(outputs_or_graph, params, layout=layout, layout_budget=layout_budget, **make_dot_options)
+    return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
 
 
 def _as_graph(var: Any, params: Params, collect_saved: bool, recorder: Optional[Recorder] = None) -> AutogradGraph:

@@ -20,11 +20,13 @@ import click
 import torch
 
 from . import __version__
+from .api import lay_out
 from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
-from .dot import to_dot
+from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
+from .layout import LAYOUTS
 from .style import DIRECTIONS
 from .record import Recorder, record
 from .walk import walk
@@ -107,6 +109,14 @@ def main() -> None:
     help="Mark what 'graphviz-autograd check' finds: errors with a red border, warnings orange.",
 )
 @click.option(
+    "--layout",
+    type=click.Choice(LAYOUTS),
+    default="auto",
+    show_default=True,
+    help="dot: Graphviz lays the graph out. fixed: our layered layout, fast at any size, drawn by "
+    "'neato -n2'. auto: dot, unless it would take too long for the graph's size.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -135,6 +145,7 @@ def render(
     hide_no_grad: bool,
     legend: bool,
     diagnose: bool,
+    layout: str,
     timeout: float,
     no_record: bool,
     quiet: bool,
@@ -188,17 +199,18 @@ def render(
                 show_no_grad=not hide_no_grad,
                 legend=legend,
             )
-            text = _draw(
+            text, engine = _draw(
                 loaded,
                 outputs,
                 fmt,
                 progress,
                 name_leaves=name_leaves,
                 recorder=recorder,
+                layout=layout,
                 dot_options=dot_options,
                 diagnose=diagnose,
             )
-        _write(text, target, fmt, timeout, progress)
+        _write(text, target, fmt, timeout, progress, engine)
     except GraphvizAutogradError as error:
         if debug:
             raise
@@ -395,10 +407,11 @@ def _draw(
     *,
     name_leaves: bool,
     recorder: Optional[Recorder],
+    layout: str,
     dot_options: dict[str, Any],
     diagnose: bool = False,
-) -> str:
-    """Walk the outputs and return JSON or DOT text."""
+) -> tuple[str, str]:
+    """Walk the outputs; return JSON or DOT text, and the Graphviz program to draw it."""
     progress("walking the autograd graph...")
     started = time.perf_counter()
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
@@ -415,11 +428,17 @@ def _draw(
             graph = walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
-        return graph.to_json()
-    source = to_dot(graph, **dot_options)
+        return graph.to_json(), "dot"
+    if fmt == "dot" and layout == "auto":
+        layout = "dot"  # a DOT file is not laid out here: nothing to decide
+    laid_out = lay_out(graph, layout=layout, **dot_options)
+    if laid_out.note:  # a decision made for the user: shown even with --quiet
+        click.echo(f"note: {laid_out.note}", err=True)
+    source = digraph(laid_out.lines)
     if fmt != "dot":
-        progress(f"laying out with dot ({len(graph.nodes)} nodes)...")
-    return source
+        how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
+        progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
+    return source, laid_out.engine
 
 
 def _examine(
@@ -456,16 +475,16 @@ def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
         ) from error
 
 
-def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress") -> None:
+def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress", engine: str = "dot") -> None:
     """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None."""
     if target is None:
-        data = text.encode("utf-8") if fmt in ("dot", JSON) else run_dot(text, fmt, timeout=timeout)
+        data = text.encode("utf-8") if fmt in ("dot", JSON) else run_dot(text, fmt, timeout=timeout, engine=engine)
         click.echo(data, nl=False)  # bytes go out unchanged: no newline translation, no ANSI stripping
         return
     if fmt == JSON:
         written = write_atomic(target, text.encode("utf-8"))
     else:
-        written = render_source(text, target, format=fmt, timeout=timeout)
+        written = render_source(text, target, format=fmt, timeout=timeout, engine=engine)
     progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
 
 

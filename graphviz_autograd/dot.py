@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from .errors import OptionError
 from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
+from .layout import DEFAULT_MAX_USES, split_shared_leaves
 from .style import EDGE_STYLES, GRAPH_ATTRS, LEGEND_TEXT, NODE_DEFAULTS, Theme, check_direction, resolve_theme
 
 DEFAULT_DTYPE = "float32"
@@ -146,6 +147,15 @@ def to_dot(graph: AutogradGraph, **options) -> str:
     return "".join(lines)
 
 
+def digraph(lines: list[str]) -> str:
+    """``lines`` from :func:`body_lines` (and any added to them) as a whole DOT graph.
+
+    >>> digraph(["\\tn0\\n"])
+    'digraph {\\n\\tn0\\n}\\n'
+    """
+    return "".join(["digraph {\n", *lines, "}\n"])
+
+
 def body_lines(
     graph: AutogradGraph,
     *,
@@ -159,6 +169,7 @@ def body_lines(
     legend: bool = False,
     node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+    split_shared: bool = True,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -169,11 +180,15 @@ def body_lines(
     ``theme`` overrides colours per node kind; ``legend`` adds a key.
     ``node_styles`` lays extra attributes over single nodes (node id -> attributes,
     e.g. a border for a finding), and ``notes`` draws boxes (text lines, attributes)
-    in a cluster of their own that explains them.
+    in a cluster of their own that explains them. ``split_shared`` draws a parameter
+    used more than a few times once per use
+    (see :func:`graphviz_autograd.layout.split_shared_leaves`).
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
     styles = resolve_theme(theme)
+    if split_shared:
+        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device)
     hidden = set()
     if not show_no_grad:

@@ -23,6 +23,9 @@ from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, O
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
 FORMATS = ("dot", "svg", "pdf", "png")
 DEFAULT_TIMEOUT = 600.0
+# Graphviz programs we run, with their arguments. "neato" draws DOT whose nodes all
+# carry a position in points (the fixed layout) and lays out nothing itself (-n2).
+ENGINES = {"dot": (), "neato": ("-n2",)}
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -46,15 +49,22 @@ def format_for_path(path: PathLike, format: Optional[str] = None) -> str:
     return SUFFIX_FORMATS[suffix]
 
 
-def find_dot() -> str:
-    """The path of the ``dot`` executable, or a GraphvizNotFoundError saying how to get it."""
-    found = shutil.which("dot")
+def find_dot(engine: str = "dot") -> str:
+    """The path of a Graphviz executable (``dot`` unless ``engine`` names another), or a
+    GraphvizNotFoundError saying how to get it."""
+    found = shutil.which(engine)
     if found is None:
         raise GraphvizNotFoundError(
-            f"The Graphviz 'dot' executable was not found on PATH, and SVG, PDF and PNG output need it. "
+            f"The Graphviz '{engine}' executable was not found on PATH, and SVG, PDF and PNG output need it. "
             f"{GRAPHVIZ_INSTALL_HINT}."
         )
     return found
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise OptionError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}.")
+    return engine
 
 
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
@@ -66,31 +76,34 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
     return timeout
 
 
-def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT) -> bytes:
+def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT, engine: str = "dot") -> bytes:
     """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes.
 
-    ``dot`` runs in a session of its own, so that on a timeout (or Ctrl-C) it is
+    ``engine="neato"`` runs ``neato -n2`` instead of ``dot``, for DOT that pins
+    every node (:func:`graphviz_autograd.layout.fixed_layout_lines`). The program
+    runs in a session of its own, so that on a timeout (or Ctrl-C) it is
     stopped together with anything it started: killing only a ``dot`` that is a
     wrapper script would leave its child running, holding our pipes open.
     """
     timeout = check_timeout(timeout)
-    executable = find_dot()
+    check_engine(engine)
+    executable = find_dot(engine)
     try:
         process = subprocess.Popen(
-            [executable, f"-T{fmt}"],
+            [executable, *ENGINES[engine], f"-T{fmt}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
     except OSError as error:
-        raise RenderError(f"Graphviz 'dot' could not be started ({executable}): {error}.") from None
+        raise RenderError(f"Graphviz '{engine}' could not be started ({executable}): {error}.") from None
     try:
         stdout, stderr = process.communicate(source.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         _stop(process)
         raise RenderError(
-            f"Graphviz 'dot' did not finish laying out the graph within {timeout:g} s. "
+            f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. "
             "Pass a larger timeout=, or write .dot and lay it out separately."
         ) from None
     except BaseException:
@@ -98,15 +111,15 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
         raise
     if process.returncode < 0:
         raise RenderError(
-            f"Graphviz 'dot' was killed by {_signal_name(-process.returncode)} before it finished "
+            f"Graphviz '{engine}' was killed by {_signal_name(-process.returncode)} before it finished "
             f"drawing the graph as {fmt}. A very large graph can exhaust memory: write .dot instead, "
             "or draw a smaller part of the graph."
         )
     if process.returncode != 0:
         message = stderr.decode("utf-8", "replace").strip() or f"exit status {process.returncode}"
-        raise RenderError(f"Graphviz 'dot' failed to draw the graph as {fmt}: {message}")
+        raise RenderError(f"Graphviz '{engine}' failed to draw the graph as {fmt}: {message}")
     if not stdout:
-        raise RenderError(f"Graphviz 'dot' exited without error but drew nothing as {fmt}.")
+        raise RenderError(f"Graphviz '{engine}' exited without error but drew nothing as {fmt}.")
     return stdout
 
 
@@ -177,12 +190,15 @@ def write_atomic(path: PathLike, data: bytes) -> Path:
     return target
 
 
-def render_source(source: str, path: PathLike, *, format: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Path:
-    """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz."""
+def render_source(
+    source: str, path: PathLike, *, format: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT, engine: str = "dot"
+) -> Path:
+    """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz ``engine`` (see :func:`run_dot`)."""
     fmt = format_for_path(path, format)
     check_timeout(timeout)
+    check_engine(engine)
     check_writable(path)
-    data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout)
+    data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout, engine=engine)
     return write_atomic(path, data)
 
 

@@ -309,3 +309,14 @@ def recorded_mnist_cnn() -> Case:
     """The MNIST network with every module as a cluster."""
     loaded = load_model_file(SAMPLES / "mnist_cnn.py")
     return _recorded(loaded.model, *loaded.example_inputs)
+
+
+@case
+def shared_weights_rnn() -> Case:
+    """One RNN cell over 10 steps: its weights have 10 uses each, so each use gets a copy."""
+    torch.manual_seed(0)
+    cell = nn.RNNCell(3, 4)
+    h = torch.zeros(1, 4)
+    for x in torch.randn(10, 1, 3):
+        h = cell(x, h)
+    return Case(h.sum(), cell)

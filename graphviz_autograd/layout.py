@@ -1,0 +1,477 @@
+"""Layouts that stay fast: graph -> graph transforms and our own layered layout.
+
+Three things live here, all plain computation on an :class:`AutogradGraph` (no
+torch, no subprocess, no escaping of its own):
+
+- :func:`split_shared_leaves` draws a separate copy of a parameter (with its
+  ``AccumulateGrad``) for each use once it has more than ``max_uses``. Graphviz
+  ``dot`` spends most of its time on such fan-out: an LSTM unrolled 30 steps
+  over one set of weights takes 28 s as one node per weight, 0.2 s split.
+- :func:`estimate_layout_seconds` guesses how long ``dot`` will take, and
+  :func:`choose_layout` is the one place that decides, from that guess and a
+  budget, how a graph is laid out.
+- :func:`layered_positions` is a cheap layered layout for graphs too big for
+  ``dot`` (ranks by longest path, a few barycenter sweeps, then coordinates);
+  :func:`fixed_layout_lines` turns it into DOT statements that Graphviz's
+  ``neato -n2`` draws without laying anything out.
+
+>>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+>>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", OP, "ExpBackward0")), (Edge("n1", "n0"),))
+>>> layered_positions(g)["n1"][1] > layered_positions(g)["n0"][1]  # inputs above outputs
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from operator import itemgetter
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .errors import OptionError
+from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, PARAMETER, SAVED, SAVED_BY, AutogradGraph, Edge, Node
+
+# A parameter used more often than this is drawn once per use. Graphviz's time grows
+# steeply with the fan-out of one node: an LSTM unrolled 8 steps lays out in 0.07 s,
+# 16 steps in 1.4 s, 30 steps in 28 s (2 cores).
+DEFAULT_MAX_USES = 8
+
+LAYOUTS = ("auto", "dot", "fixed")
+# Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
+DEFAULT_LAYOUT_BUDGET = 10.0
+
+Position = Tuple[float, float]
+
+
+# --- shared leaves ------------------------------------------------------------------
+
+
+def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_MAX_USES) -> AutogradGraph:
+    """``graph`` with each ``AccumulateGrad`` used more than ``max_uses`` times drawn once per use.
+
+    Use ``u`` of ``k`` (counted in edge order) gets its own copy of the
+    ``AccumulateGrad`` node, labelled ``(use u of k)``, and of the parameter or
+    leaf that feeds it. Use 1 keeps the original ids; the others get
+    ``<id>_<u>``, so ids stay the same from run to run. Nothing else changes,
+    and a graph with no such node is returned as it is. ``max_uses=None`` turns
+    the split off.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, ACCUMULATE_GRAD, PARAMETER
+    >>> nodes = [Node("n0", OP, "AddBackward0"), Node("n1", ACCUMULATE_GRAD, "AccumulateGrad"),
+    ...          Node("n2", PARAMETER, "w", shape=(2,))]
+    >>> edges = [Edge("n1", "n0"), Edge("n1", "n0"), Edge("n2", "n1")]
+    >>> split = split_shared_leaves(AutogradGraph(tuple(nodes), tuple(edges)), max_uses=1)
+    >>> [(n.id, n.label) for n in split.nodes]
+    [('n0', 'AddBackward0'), ('n1', 'AccumulateGrad\\n(use 1 of 2)'), ('n1_2', 'AccumulateGrad\\n(use 2 of 2)'), ('n2', 'w'), ('n2_2', 'w')]
+    >>> [(e.source, e.target) for e in split.edges]
+    [('n1', 'n0'), ('n1_2', 'n0'), ('n2', 'n1'), ('n2_2', 'n1_2')]
+    """
+    if max_uses is None:
+        return graph
+    if isinstance(max_uses, bool) or not isinstance(max_uses, int) or max_uses < 1:
+        raise OptionError(f"max_uses must be a positive integer or None; got {max_uses!r}.")
+    accumulators = {n[0] for n in graph.nodes if n[1] == ACCUMULATE_GRAD}
+    if not accumulators:
+        return graph
+    # C-level iteration: this runs on every drawn graph, a million-node one included.
+    uses = Counter(filter(accumulators.__contains__, map(itemgetter(0), graph.edges)))
+    shared = {node_id: count for node_id, count in uses.items() if count > max_uses}
+    if not shared:
+        return graph
+
+    # Parameters and leaves that feed a shared AccumulateGrad travel with each copy.
+    kinds = {n.id: n.kind for n in graph.nodes}
+    feeders: Dict[str, List[str]] = {}
+    for edge in graph.edges:
+        if edge.target in shared and kinds.get(edge.source) in (PARAMETER, LEAF):
+            feeders.setdefault(edge.target, []).append(edge.source)
+    copies_of = {}  # node id -> how many copies it gets (uses of what it feeds)
+    for accumulator, count in shared.items():
+        copies_of[accumulator] = count
+        for feeder in feeders.get(accumulator, ()):
+            copies_of[feeder] = max(copies_of.get(feeder, 1), count)
+
+    nodes: List[Node] = []
+    for node in graph.nodes:
+        count = copies_of.get(node.id)
+        if count is None:
+            nodes.append(node)
+        elif node.id in shared:
+            nodes.append(node._replace(label=_use_label(node.label, 1, count)))
+            nodes.extend(node._replace(id=f"{node.id}_{u}", label=_use_label(node.label, u, count)) for u in range(2, count + 1))
+        else:
+            nodes.append(node)
+            nodes.extend(node._replace(id=f"{node.id}_{u}") for u in range(2, count + 1))
+
+    edges: List[Edge] = []
+    seen_uses: Counter = Counter()
+    for edge in graph.edges:
+        source, target = edge.source, edge.target
+        if source in shared:
+            seen_uses[source] += 1
+            use = seen_uses[source]
+            edges.append(edge if use == 1 else edge._replace(source=f"{source}_{use}"))
+        elif target in shared and source in copies_of:
+            edges.append(edge)
+            edges.extend(edge._replace(source=f"{source}_{u}", target=f"{target}_{u}") for u in range(2, shared[target] + 1))
+        else:
+            edges.append(edge)
+    return AutogradGraph(tuple(nodes), tuple(edges), graph.params_given, graph.modules)
+
+
+def _use_label(label: str, use: int, uses: int) -> str:
+    return f"{label}\n(use {use} of {uses})"
+
+
+# --- how long dot would take, and what to do about it ----------------------------------
+
+
+def estimate_layout_seconds(graph: AutogradGraph) -> float:
+    """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG.
+
+    The model, fitted to ``dot -Tsvg`` runs on 2 cores (chains of 1,000 to 5,000
+    ops, GPT-2 with 12 and 48 layers, LSTMs unrolled 8 to 30 steps)::
+
+        seconds = 0.05 + 1e-7 * size**2 * exp(0.17 * fan)
+
+    where ``size`` is the number of nodes plus edges and ``fan`` the most edges
+    leaving one node (capped at 100). Time grows with the square of the size and
+    steeply with fan-out: one AccumulateGrad feeding 30 ops makes ``dot`` 100 times
+    slower. The guess is within a factor of 4 on those graphs (chains, the easiest
+    shape for ``dot``, are the most overestimated): enough to tell a graph that takes
+    seconds from one that takes minutes, nothing finer.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
+    True
+    """
+    size = len(graph.nodes) + len(graph.edges)
+    fan = max(Counter(map(itemgetter(0), graph.edges)).values(), default=0)
+    return 0.05 + 1e-7 * size * size * math.exp(0.17 * min(fan, 100))
+
+
+def check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise OptionError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
+    return layout
+
+
+def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET) -> Tuple[str, str]:
+    """How to lay out ``graph`` (as drawn): ``("dot" or "fixed", note)``.
+
+    The one place that decides. ``layout="dot"`` and ``"fixed"`` are taken as
+    asked; ``"auto"`` picks ``dot`` unless :func:`estimate_layout_seconds` is over
+    ``budget`` seconds, and then the fixed layered layout, with a one-line
+    ``note`` saying so (empty otherwise) for the caller to show.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()))
+    ('dot', '')
+    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()), budget=0.01)[0]
+    'fixed'
+    """
+    check_layout(layout)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+        raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
+    if layout != "auto":
+        return layout, ""
+    estimate = estimate_layout_seconds(graph)
+    if estimate <= budget:
+        return "dot", ""
+    return "fixed", (
+        f"Graphviz dot would take about {estimate:,.0f} s to lay out this graph of {len(graph.nodes):,} nodes "
+        f"(budget {budget:g} s); drawing it with the fixed layered layout instead (layout='dot' to wait for dot)."
+    )
+
+
+# --- our own layered layout ------------------------------------------------------------
+
+# Sizes in points (1/72 inch), as Graphviz measures them; the font is 10 pt monospace.
+CHAR_WIDTH = 6.2
+LINE_HEIGHT = 13.0
+NODE_PADDING = 16.0
+NODE_GAP = 14.0
+RANK_GAP = 30.0
+SWEEPS = 4
+
+
+def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
+    """``graph`` less the nodes the DOT leaves out (as ``dot.body_lines`` does) and their edges."""
+    hidden = set()
+    if not show_no_grad:
+        hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
+    if not show_saved:
+        hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
+    if not hidden:
+        return graph
+    nodes = tuple(n for n in graph.nodes if n.id not in hidden)
+    edges = tuple(e for e in graph.edges if e.source not in hidden and e.target not in hidden)
+    return AutogradGraph(nodes, edges, graph.params_given, graph.modules)
+
+
+def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, Position]:
+    """Node centres in points for a layered drawing of ``graph``; linear time but for sorting.
+
+    Ranks: a node sits one rank above the highest of the nodes it feeds (the
+    longest path to an output), found with a queue, not recursion; a saved tensor
+    sits beside the op that saved it. Within a rank nodes start in walk order and
+    are reordered by a few barycenter sweeps (each node moves to the mean place of
+    its neighbours). Then each rank is packed left to right, every node as near
+    its barycenter as the widths allow. ``direction`` turns the picture as
+    Graphviz's ``rankdir`` does.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+    >>> g = AutogradGraph((Node("n0", OUTPUT), Node("n1", OP, "A"), Node("n2", OP, "B")),
+    ...                   (Edge("n1", "n0"), Edge("n2", "n0")))
+    >>> p = layered_positions(g)
+    >>> p["n1"][1] == p["n2"][1] > p["n0"][1], p["n1"][0] < p["n2"][0]
+    (True, True)
+    """
+    from .style import check_direction
+
+    check_direction(direction)
+    nodes = graph.nodes
+    count = len(nodes)
+    index = {n.id: i for i, n in enumerate(nodes)}
+    # Edges as (upper, lower): data flows down, inputs above their consumers. A saved
+    # tensor's edge points from the op to it, so it is turned around.
+    pairs = []
+    for edge in graph.edges:
+        upper, lower = index.get(edge.source), index.get(edge.target)
+        if upper is None or lower is None or upper == lower:
+            continue
+        if edge.kind == SAVED_BY:
+            upper, lower = lower, upper
+        pairs.append((upper, lower))
+
+    rank = _ranks(count, pairs)
+    order = _order_in_ranks(count, pairs, rank)
+    across = direction in ("LR", "RL")
+    breadth = [0.0] * count  # size along a rank
+    length = [0.0] * count  # size across ranks
+    for i, node in enumerate(nodes):
+        width, height = _node_size(node)
+        breadth[i], length[i] = (height, width) if across else (width, height)
+    centre = _place_in_ranks(order, pairs, breadth)
+
+    rank_length: Dict[int, float] = {}
+    for i in range(count):
+        rank_length[rank[i]] = max(rank_length.get(rank[i], 0.0), length[i])
+    offset, at = {}, 0.0
+    for r in sorted(rank_length):
+        offset[r] = at + rank_length[r] / 2
+        at += rank_length[r] + RANK_GAP
+
+    positions = {}
+    for i, node in enumerate(nodes):
+        along, up = centre[i], offset[rank[i]]
+        if direction == "TB":
+            x, y = along, up
+        elif direction == "BT":
+            x, y = along, -up
+        elif direction == "LR":
+            x, y = -up, -along
+        else:
+            x, y = up, -along
+        positions[node.id] = (x, y)
+    return positions
+
+
+def _ranks(count: int, pairs: Sequence[Tuple[int, int]]) -> List[int]:
+    """Longest path from each node down to a node that feeds nothing, by Kahn's algorithm.
+
+    Nodes on a cycle (only a hand-made graph has one) keep rank 0 plus what their
+    other consumers give them.
+    """
+    uppers: List[List[int]] = [[] for _ in range(count)]
+    waiting = [0] * count  # consumers not yet ranked
+    for upper, lower in pairs:
+        uppers[lower].append(upper)
+        waiting[upper] += 1
+    rank = [0] * count
+    queue = [i for i in range(count) if waiting[i] == 0]
+    for lower in queue:  # the list grows while it is read: a queue without popping
+        below = rank[lower] + 1
+        for upper in uppers[lower]:
+            if rank[upper] < below:
+                rank[upper] = below
+            waiting[upper] -= 1
+            if waiting[upper] == 0:
+                queue.append(upper)
+    return rank
+
+
+def _order_in_ranks(count: int, pairs: Sequence[Tuple[int, int]], rank: List[int]) -> List[List[int]]:
+    """Each rank's nodes left to right: walk order, then barycenter sweeps down and up."""
+    top = max(rank, default=0)
+    layers: List[List[int]] = [[] for _ in range(top + 1)]
+    for i in range(count):
+        layers[top - rank[i]].append(i)  # layers[0] is the top rank
+    above: List[List[int]] = [[] for _ in range(count)]
+    below: List[List[int]] = [[] for _ in range(count)]
+    for upper, lower in pairs:
+        below[upper].append(lower)
+        above[lower].append(upper)
+    # A node's place as a fraction of its rank's width, so ranks of any size compare.
+    place = [0.0] * count
+    for layer in layers:
+        _set_places(layer, place)
+    for sweep in range(SWEEPS):
+        downward = sweep % 2 == 0
+        neighbours = above if downward else below
+        for layer in layers if downward else reversed(layers):
+            keys = {}
+            for i in layer:
+                linked = neighbours[i]
+                keys[i] = sum(place[j] for j in linked) / len(linked) if linked else place[i]
+            layer.sort(key=keys.__getitem__)  # stable: ties keep their order
+            _set_places(layer, place)
+    return layers
+
+
+def _set_places(layer: List[int], place: List[float]) -> None:
+    size = len(layer)
+    for k, i in enumerate(layer):
+        place[i] = (k + 0.5) / size
+
+
+def _place_in_ranks(layers: List[List[int]], pairs: Sequence[Tuple[int, int]], breadth: List[float]) -> List[float]:
+    """Centres along each rank: as near the mean of a node's neighbours as the rank allows.
+
+    The widest rank is packed tight first; the others then follow the ranks above
+    them, each node at the mean centre of its neighbours placed so far, pushed right
+    as far as needed to clear the node to its left.
+    """
+    count = len(breadth)
+    neighbours: List[List[int]] = [[] for _ in range(count)]
+    for upper, lower in pairs:
+        neighbours[upper].append(lower)
+        neighbours[lower].append(upper)
+    centre = [0.0] * count
+    placed = [False] * count
+    if not layers:
+        return centre
+    widest = max(range(len(layers)), key=lambda k: sum(breadth[i] for i in layers[k]))
+    _pack(layers[widest], [0.0] * len(layers[widest]), breadth, centre)
+    for i in layers[widest]:
+        placed[i] = True
+    sequence = list(range(widest - 1, -1, -1)) + list(range(widest + 1, len(layers)))
+    for k in sequence:
+        layer = layers[k]
+        wanted = []
+        for i in layer:
+            known = [centre[j] for j in neighbours[i] if placed[j]]
+            wanted.append(sum(known) / len(known) if known else None)
+        _fill_gaps(wanted)
+        _pack(layer, wanted, breadth, centre)
+        for i in layer:
+            placed[i] = True
+    return centre
+
+
+def _fill_gaps(wanted: List[Optional[float]]) -> None:
+    """Nodes with no placed neighbour follow the node before them (or after, at the start)."""
+    last = None
+    for k, value in enumerate(wanted):
+        if value is None:
+            wanted[k] = last
+        else:
+            last = value
+    nxt = 0.0
+    for k in range(len(wanted) - 1, -1, -1):
+        if wanted[k] is None:
+            wanted[k] = nxt
+        else:
+            nxt = wanted[k]  # type: ignore[assignment]
+
+
+def _pack(layer: List[int], wanted: Sequence[Optional[float]], breadth: List[float], centre: List[float]) -> None:
+    """Place ``layer`` left to right at its wanted centres, keeping a gap between boxes.
+
+    Pushing boxes right to clear their neighbours moves the rank right on average;
+    the whole rank then shifts back by that average, or the drawing would drift
+    right rank after rank.
+    """
+    edge = None
+    drift = 0.0
+    for i, want in zip(layer, wanted):
+        half = breadth[i] / 2
+        x = want if want is not None else 0.0
+        if edge is not None and x - half < edge + NODE_GAP:
+            x = edge + NODE_GAP + half
+        centre[i] = x
+        drift += x - (want if want is not None else 0.0)
+        edge = x + half
+    if layer:
+        shift = drift / len(layer)
+        for i in layer:
+            centre[i] -= shift
+
+
+def _node_size(node: Node) -> Tuple[float, float]:
+    """(width, height) in points, from the lines its label will have."""
+    lines = _label_lines(node)
+    chars = max((len(line) for line in lines), default=0)
+    width = max(chars * CHAR_WIDTH + NODE_PADDING, 54.0)
+    height = max(len(lines) * LINE_HEIGHT + 6.0, 14.4)
+    return width, height
+
+
+def _label_lines(node: Node) -> List[str]:
+    if node.kind == NO_GRAD:
+        return ["no grad"]
+    lines = node.label.split("\n") if node.label else []
+    if node.kind in (OP, ACCUMULATE_GRAD):
+        return lines + [f"{k}: {v}" for k, v in node.attrs]
+    if node.shape is not None or node.kind != SAVED:
+        lines.append("(" + ", ".join(str(s) for s in node.shape or ()) + ")")
+    return lines
+
+
+# --- DOT for the fixed layout --------------------------------------------------------
+
+FIXED_GRAPH_ATTRS = {
+    # Positions are in points: `neato -n2` reads them so, plain neato (a notebook's
+    # display) with inputscale=72; maxiter=0 stops plain neato from iterating over
+    # pinned nodes (5 minutes for 20,000 nodes).
+    "inputscale": "72",
+    "maxiter": "0",
+    "overlap": "true",
+    "splines": "false",
+}
+
+
+def fixed_layout_lines(
+    graph: AutogradGraph, direction: str = "TB", legend_kinds: Iterable[str] = ()
+) -> List[str]:
+    """DOT statements that pin every node of ``graph`` (as drawn) where :func:`layered_positions` puts it.
+
+    Appended to the body of the DOT of the same graph, they make it drawable by
+    ``neato -n2`` with straight edges and no layout work. Nodes of the legend,
+    when drawn (``legend_kinds``, in legend order), go in a column to the right.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> fixed_layout_lines(AutogradGraph((Node("n0", "op", "A"),), ()))
+    ['\\tgraph [inputscale=72 maxiter=0 overlap=true splines=false]\\n', '\\tn0 [pos="0,9.5!"]\\n']
+    """
+    from .dot import attr_list
+
+    positions = layered_positions(graph, direction)
+    lines = [f"\tgraph [{attr_list(FIXED_GRAPH_ATTRS)}]\n"]
+    lines.extend(f"\t{node_id} [{attr_list({'pos': _pos(x, y)})}]\n" for node_id, (x, y) in positions.items())
+    kinds = [k for k in NODE_KINDS if k in set(legend_kinds)]
+    if kinds:
+        right = max((x for x, _ in positions.values()), default=0.0) + 200.0
+        top = max((y for _, y in positions.values()), default=0.0)
+        lines.extend(f"\tlegend_{kind} [{attr_list({'pos': _pos(right, top - 30.0 * k)})}]\n" for k, kind in enumerate(kinds))
+    return lines
+
+
+def _pos(x: float, y: float) -> str:
+    # Two decimals at most, trailing zeros dropped: the same text on every platform.
+    return f"{_number(x)},{_number(y)}!"
+
+
+def _number(value: float) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text

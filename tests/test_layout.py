@@ -1,0 +1,277 @@
+"""Layouts that stay fast: shared parameters drawn once per use, the fixed layered layout,
+and the choice between it and Graphviz dot."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+import pytest
+import torch
+from torch import nn
+
+from graphviz_autograd import make_dot, render, to_dot, walk
+from graphviz_autograd.api import lay_out
+from graphviz_autograd.errors import OptionError
+from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
+from graphviz_autograd.layout import (
+    DEFAULT_MAX_USES,
+    choose_layout,
+    estimate_layout_seconds,
+    fixed_layout_lines,
+    layered_positions,
+    split_shared_leaves,
+)
+
+from .test_cli import invoke, needs_dot
+
+SVG = "{http://www.w3.org/2000/svg}"
+needs_neato = pytest.mark.skipif(shutil.which("neato") is None, reason="Graphviz 'neato' is not installed")
+
+
+def shared_parameter_graph(uses: int) -> AutogradGraph:
+    """w feeds ``uses`` multiplications that are summed: AccumulateGrad n2 has ``uses`` consumers."""
+    nodes = [Node("n0", OUTPUT, "y", shape=()), Node("n1", OP, "SumBackward0"), Node("n2", ACCUMULATE_GRAD, "AccumulateGrad"),
+             Node("n3", PARAMETER, "w", shape=(2,))]
+    edges = [Edge("n3", "n2")]
+    for u in range(uses):
+        op = f"n{4 + u}"
+        nodes.append(Node(op, OP, "MulBackward0"))
+        edges += [Edge("n2", op), Edge(op, "n1")]
+    edges.append(Edge("n1", "n0"))
+    return AutogradGraph(tuple(nodes), tuple(edges), params_given=True)
+
+
+def unrolled_lstm(steps: int):
+    torch.manual_seed(0)
+    cell = nn.LSTMCell(3, 4)
+    h = c = torch.zeros(1, 4)
+    for x in torch.randn(steps, 1, 3):
+        h, c = cell(x, (h, c))
+    return h, dict(cell.named_parameters())
+
+
+def chain_graph(length: int) -> AutogradGraph:
+    """A hand-built chain as the walk makes it: each op has an input without gradient."""
+    nodes = [Node("n0", OUTPUT, "y", shape=(1,))]
+    edges = []
+    for k in range(1, length + 1):
+        op, cut = f"n{2 * k - 1}", f"n{2 * k}"
+        nodes += [Node(op, OP, "MulBackward0"), Node(cut, NO_GRAD)]
+        edges += [Edge(op, f"n{max(2 * k - 3, 0)}"), Edge(cut, op, CUT)]
+    return AutogradGraph(tuple(nodes), tuple(edges))
+
+
+# --- split_shared_leaves ---------------------------------------------------------------
+
+
+def test_split_gives_each_use_its_own_copy_with_stable_ids():
+    split = split_shared_leaves(shared_parameter_graph(3), max_uses=2)
+    ids = [n.id for n in split.nodes]
+    assert ids == ["n0", "n1", "n2", "n2_2", "n2_3", "n3", "n3_2", "n3_3", "n4", "n5", "n6"]
+    accumulators = [n for n in split.nodes if n.kind == ACCUMULATE_GRAD]
+    assert [n.label for n in accumulators] == [f"AccumulateGrad\n(use {u} of 3)" for u in (1, 2, 3)]
+    assert {n.label for n in split.nodes if n.kind == PARAMETER} == {"w"}
+    pairs = [(e.source, e.target) for e in split.edges]
+    assert pairs == [
+        ("n3", "n2"), ("n3_2", "n2_2"), ("n3_3", "n2_3"),
+        ("n2", "n4"), ("n4", "n1"), ("n2_2", "n5"), ("n5", "n1"), ("n2_3", "n6"), ("n6", "n1"),
+        ("n1", "n0"),
+    ]
+    # Every copy feeds exactly one op, and nothing else changed.
+    assert max(Counter(e.source for e in split.edges).values()) == 1
+    assert split.params_given
+
+
+def test_split_respects_the_threshold():
+    graph = shared_parameter_graph(DEFAULT_MAX_USES)
+    assert split_shared_leaves(graph) is graph
+    assert split_shared_leaves(graph, max_uses=None) is graph
+    more = shared_parameter_graph(DEFAULT_MAX_USES + 1)
+    assert len(split_shared_leaves(more).nodes) == len(more.nodes) + 2 * DEFAULT_MAX_USES
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
+def test_split_rejects_a_bad_threshold(bad):
+    with pytest.raises(OptionError, match="max_uses"):
+        split_shared_leaves(shared_parameter_graph(2), max_uses=bad)
+
+
+def test_split_of_a_real_lstm_copies_each_weight_once_per_step():
+    steps = DEFAULT_MAX_USES + 2
+    outputs, params = unrolled_lstm(steps)
+    graph = walk(outputs, params)
+    split = split_shared_leaves(graph)
+    parameters = Counter(n.label for n in split.nodes if n.kind == PARAMETER)
+    assert parameters == {name: steps for name in params}
+    assert len(split.nodes) == len(graph.nodes) + 2 * 4 * (steps - 1)
+    assert len(split.edges) == len(graph.edges) + 4 * (steps - 1)
+    # Copies are what they copy, but for the id and the use in the label.
+    for node in split.nodes:
+        if "_" in node.id:
+            original = graph.node(node.id.split("_")[0])
+            assert node._replace(id=original.id, label=original.label) == original
+    # Ids depend on the walk alone: a second run of the same model gives the same bytes.
+    again = walk(*unrolled_lstm(steps))
+    assert to_dot(again) == to_dot(graph)
+    assert sum(1 for n in split.nodes if n.id.endswith(f"_{steps}")) == 2 * 4
+
+
+def test_dot_splits_by_default_and_can_be_told_not_to():
+    graph = shared_parameter_graph(DEFAULT_MAX_USES + 1)
+    split_source = to_dot(graph)
+    assert f"n2_{DEFAULT_MAX_USES + 1} " in split_source and "(use 1 of 9)" in split_source
+    whole = make_dot(graph, split_shared=False).source
+    assert "n2_2" not in whole and whole.count("\tn2 -> ") == DEFAULT_MAX_USES + 1
+
+
+@needs_dot
+def test_split_copies_are_drawn(graphviz_svg):
+    drawn = graphviz_svg(to_dot(shared_parameter_graph(10)))
+    assert drawn["n2_10"].lines == ["AccumulateGrad", "(use 10 of 10)"]
+    assert drawn["n3_10"].lines == ["w", "(2)"]
+
+
+# --- the fixed layout ----------------------------------------------------------------
+
+
+@needs_neato
+def test_fixed_layout_draws_every_node_where_it_was_put(tmp_path):
+    outputs, params = unrolled_lstm(3)
+    path = render(outputs, tmp_path / "lstm.svg", params, layout="fixed")
+    root = ET.parse(path).getroot()
+    titles = {g.find(SVG + "title").text for g in root.iter(SVG + "g") if g.get("class") == "node"}
+    graph = walk(outputs, params)
+    assert titles == {n.id for n in split_shared_leaves(graph).nodes}
+    edges = [g for g in root.iter(SVG + "g") if g.get("class") == "edge"]
+    assert len(edges) == len(graph.edges)
+
+
+@needs_neato
+def test_fixed_layout_of_a_20k_node_chain_renders(tmp_path):
+    graph = chain_graph(10_000)
+    laid_out = lay_out(graph, layout="fixed")
+    assert laid_out.engine == "neato"
+    source = "digraph {\n" + "".join(laid_out.lines) + "}\n"
+    done = subprocess.run(["neato", "-n2", "-Tsvg"], input=source.encode(), capture_output=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.stdout.count(b'class="node"') == len(graph.nodes)
+
+
+def test_fixed_layout_is_the_same_bytes_every_time():
+    outputs, params = unrolled_lstm(2)
+    first = make_dot(outputs, params, layout="fixed").source
+    again = make_dot(walk(outputs, params), params, layout="fixed").source
+    assert first == again
+    assert re.search(r'\tn0 \[pos="-?[0-9.]+,-?[0-9.]+!"\]\n', first)
+
+
+def test_positions_put_inputs_above_and_keep_boxes_apart():
+    graph = split_shared_leaves(walk(*unrolled_lstm(3)))
+    positions = layered_positions(graph)
+    for edge in graph.edges:
+        assert positions[edge.source][1] > positions[edge.target][1]
+    by_rank = {}
+    for node_id, (x, y) in positions.items():
+        by_rank.setdefault(y, []).append(x)
+    for xs in by_rank.values():
+        xs.sort()
+        assert all(b - a >= 54 for a, b in zip(xs, xs[1:]))  # the narrowest box is 54 pt wide
+
+
+@pytest.mark.parametrize("direction", ["LR", "BT", "RL"])
+def test_positions_follow_the_direction(direction):
+    graph = chain_graph(3)
+    positions = layered_positions(graph, direction)
+    (x_in, y_in), (x_out, y_out) = positions["n5"], positions["n0"]
+    assert {"LR": x_in < x_out, "RL": x_in > x_out, "BT": y_in < y_out}[direction]
+
+
+def test_layout_of_a_50k_op_chain_needs_no_recursion():
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # anything recursive over the graph fails at once
+    try:
+        lines = fixed_layout_lines(chain_graph(50_000))
+    finally:
+        sys.setrecursionlimit(limit)
+    assert len(lines) == 1 + 100_001
+
+
+def test_legend_nodes_are_placed_too():
+    source = make_dot(shared_parameter_graph(2), layout="fixed", legend=True).source
+    for kind in ("output", "op", "accumulate_grad", "parameter"):
+        assert re.search(rf"\tlegend_{kind} \[pos=", source)
+
+
+def test_hidden_nodes_get_no_position():
+    source = make_dot(chain_graph(3), layout="fixed", show_no_grad=False).source
+    assert "n2 [" not in source and "n1 [pos=" in source
+
+
+# --- the choice -----------------------------------------------------------------------
+
+
+def test_estimate_grows_with_size_and_with_fan_out():
+    small, big = chain_graph(100), chain_graph(10_000)
+    assert estimate_layout_seconds(small) < 1 < estimate_layout_seconds(big)
+    # An LSTM over 30 steps: dot takes 100 times longer on it whole than split.
+    lstm = walk(*unrolled_lstm(30))
+    assert estimate_layout_seconds(lstm) > 10 * estimate_layout_seconds(split_shared_leaves(lstm))
+
+
+def test_choose_layout_takes_an_explicit_choice_as_given():
+    big = chain_graph(10_000)
+    assert choose_layout(big, "dot", budget=0.01) == ("dot", "")
+    assert choose_layout(chain_graph(1), "fixed") == ("fixed", "")
+    with pytest.raises(OptionError, match="layout must be one of"):
+        choose_layout(big, "spring")
+    with pytest.raises(OptionError, match="budget"):
+        choose_layout(big, "auto", budget=0)
+
+
+@needs_neato
+def test_auto_falls_back_above_the_budget_and_says_so(tmp_path, capsys):
+    outputs, params = unrolled_lstm(2)
+    path = render(outputs, tmp_path / "lstm.svg", params, layout_budget=0.001)
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "would take about" in err and "budget 0.001 s" in err and "fixed layered layout" in err
+    assert ET.parse(path).getroot().tag == SVG + "svg"
+    render(outputs, tmp_path / "again.svg", params)  # within the default budget: dot, silently
+    assert capsys.readouterr().err == ""
+
+
+def test_auto_never_changes_a_dot_file(tmp_path, capsys):
+    outputs, params = unrolled_lstm(2)
+    path = render(outputs, tmp_path / "lstm.dot", params, layout_budget=0.001)
+    assert "pos=" not in path.read_text() and capsys.readouterr().err == ""
+    fixed = render(outputs, tmp_path / "fixed.dot", params, layout="fixed")
+    assert "pos=" in fixed.read_text()
+
+
+# --- command line ---------------------------------------------------------------------
+
+
+@needs_neato
+def test_cli_layout_fixed(tmp_path):
+    from .test_cli import REPO
+
+    out = tmp_path / "affine.svg"
+    result = invoke("render", REPO / "samples" / "affine.py", "-o", out, "--layout", "fixed")
+    assert result.exit_code == 0, result.output
+    assert "neato -n2" in result.output
+    assert ET.parse(out).getroot().tag == SVG + "svg"
+    dot = invoke("render", REPO / "samples" / "affine.py", "-o", "-", "-q", "--layout", "fixed")
+    assert 'pos="' in dot.stdout
+
+
+def test_cli_rejects_an_unknown_layout(tmp_path):
+    from .test_cli import REPO
+
+    result = invoke("render", REPO / "samples" / "affine.py", "-o", tmp_path / "a.svg", "--layout", "spring")
+    assert result.exit_code == 2 and "'spring' is not one of" in result.output
+    assert not (tmp_path / "a.svg").exists()
