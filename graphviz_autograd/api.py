@@ -3,16 +3,16 @@
 >>> import torch
 >>> w = torch.ones(3, requires_grad=True)
 >>> dot = make_dot((2 * w).sum(), params={"w": w})
->>> print(dot.source, end="")  # doctest: +NORMALIZE_WHITESPACE
+>>> print(dot.source, end="")  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
 digraph {
     graph [rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
-    n0 [fillcolor=darkolivegreen1 label="()"]
-    n1 [fillcolor=lightgrey label=SumBackward0]
-    n2 [fillcolor=lightgrey label=MulBackward0]
-    n3 [fillcolor=lightgrey label=AccumulateGrad]
-    n4 [color=gray40 fillcolor=white fontcolor=gray40 fontsize=8 label="no grad" style="dashed,filled"]
-    n5 [fillcolor=lightblue label="w\\n(3)"]
+    n0 [fillcolor=darkolivegreen1 label="()" tooltip=...]
+    n1 [fillcolor=lightgrey label=SumBackward0 tooltip=...]
+    n2 [fillcolor=lightgrey label=MulBackward0 tooltip="MulBackward0 computes the gradient of mul: element-wise multiplication...]
+    n3 [fillcolor=lightgrey label=AccumulateGrad tooltip=...]
+    n4 [color=gray40 fillcolor=white fontcolor=gray40 fontsize=8 label="no grad" style="dashed,filled" tooltip=...]
+    n5 [fillcolor=lightblue label="w\\n(3)" tooltip="parameter w\\nshape (3), float32"]
     n2 -> n1
     n3 -> n2
     n4 -> n2 [color=gray40 style=dashed]
@@ -28,7 +28,9 @@ from typing import Any, Optional
 
 import graphviz
 
+from .collapse import check_depth, collapse
 from .dot import body_lines
+from .errors import OptionError
 from .graph import AutogradGraph
 from .render import DEFAULT_TIMEOUT, PathLike, render_source
 from .style import Theme
@@ -47,6 +49,10 @@ def make_dot(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    clusters: bool = True,
+    depth: Optional[int] = None,
+    fold_repeated: bool = True,
+    show_shapes: bool = False,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -57,9 +63,20 @@ def make_dot(
 
     Beyond torchviz: ``direction`` ("TB" or "LR"), ``show_no_grad`` (dashed inputs
     that carry no gradient), ``show_device``, ``theme`` (colours per node kind)
-    and ``legend``.
+    and ``legend``. For a graph of a recorded forward pass (one with module info):
+    ``clusters`` draws each module as a box around its nodes, ``depth`` draws each
+    module that many levels below the model as a single node (see
+    :func:`~graphviz_autograd.collapse.collapse`; 0 = one per top-level module),
+    ``fold_repeated`` folds runs of identical blocks into one (``GPT2Block ×12``).
+    ``show_shapes`` writes the tensor shape on each data edge that knows it.
     """
+    if depth is not None:
+        check_depth(depth)  # before the walk: a bad option should not wait for a big graph
+    if not isinstance(fold_repeated, bool):
+        raise OptionError(f"fold_repeated must be True or False; got {fold_repeated!r}.")
     graph = _as_graph(var, params, collect_saved=show_attrs or show_saved)
+    if depth is not None:
+        graph = collapse(graph, depth, fold_repeated)
     dot = graphviz.Digraph()
     dot.body = body_lines(
         graph,
@@ -71,6 +88,8 @@ def make_dot(
         show_device=show_device,
         theme=theme,
         legend=legend,
+        clusters=clusters,
+        show_shapes=show_shapes,
     )
     return dot
 

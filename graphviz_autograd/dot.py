@@ -11,8 +11,8 @@ paths or time.
 digraph {
     graph [rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
-    n0 [fillcolor=darkolivegreen1 label="loss\\n()"]
-    n1 [fillcolor=lightgrey label=SumBackward0]
+    n0 [fillcolor=darkolivegreen1 label="loss\\n()" tooltip="output loss\\nshape ()"]
+    n1 [fillcolor=lightgrey label=SumBackward0 tooltip="SumBackward0 computes the gradient of sum: sum over elements.\\nThe trailing 0 is PyTorch's overload index, not a layer number."]
     n1 -> n0
 }
 """
@@ -22,9 +22,33 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Optional
 
+from .describe import describe, module_label_lines, shape_text
 from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
-from .style import EDGE_STYLES, GRAPH_ATTRS, LEGEND_TEXT, NODE_DEFAULTS, Theme, check_direction, resolve_theme
+from .graph import (
+    ACCUMULATE_GRAD,
+    DATA,
+    LEAF,
+    MODULE,
+    NO_GRAD,
+    NODE_KINDS,
+    OP,
+    SAVED,
+    AutogradGraph,
+    Edge,
+    ModuleInfo,
+    Node,
+)
+from .style import (
+    CLUSTER_ATTRS,
+    EDGE_LABEL_ATTRS,
+    EDGE_STYLES,
+    GRAPH_ATTRS,
+    LEGEND_TEXT,
+    NODE_DEFAULTS,
+    Theme,
+    check_direction,
+    resolve_theme,
+)
 
 DEFAULT_DTYPE = "float32"
 UNNAMED = "(unnamed)"
@@ -119,21 +143,27 @@ def read_label(written: str) -> list[str]:
     return [text.replace("&amp;", "&") for text in lines]
 
 
-def attr_list(attrs: Mapping[str, str]) -> str:
-    """``key=value`` pairs in sorted order; ``label`` comes already quoted, the rest is quoted here.
+def tooltip_value(lines: Iterable[str]) -> str:
+    r"""A quoted tooltip of several lines, shown exactly as given.
+
+    Graphviz reads a tooltip's backslashes once more than a label's (``\N`` would
+    become the node's name), so each backslash :func:`escape` writes is doubled.
+
+    >>> tooltip_value(["a\\b", 'say "hi"'])
+    '"a\\\\\\\\b\\nsay \\"hi\\""'
+    """
+    return '"' + escape("\n".join(lines)).replace("\\\\", "\\\\\\\\") + '"'
+
+
+def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> str:
+    """``key=value`` pairs in sorted order; values of ``quoted`` keys come already quoted, the rest is quoted here.
 
     Names are quoted as values are: a theme may name any attribute.
     """
+    quoted = set(quoted)
     return " ".join(
-        f"{attr_value(key)}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs)
+        f"{attr_value(key)}={attrs[key] if key in quoted else attr_value(attrs[key])}" for key in sorted(attrs)
     )
-
-
-def shape_text(shape: Optional[tuple[int, ...]]) -> str:
-    """Shapes written as the tutorials show them: ``(1)``, ``(3, 4)``, ``()``."""
-    if shape is None:
-        return "(shape unknown)"
-    return "(" + ", ".join(str(s) for s in shape) + ")"
 
 
 def to_dot(graph: AutogradGraph, **options) -> str:
@@ -157,6 +187,8 @@ def body_lines(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    clusters: bool = True,
+    show_shapes: bool = False,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -165,9 +197,16 @@ def body_lines(
     Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
     dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
     ``theme`` overrides colours per node kind; ``legend`` adds a key.
+    ``clusters`` draws each module of a recorded graph as a box around the nodes
+    its forward made (a graph without module info is drawn as without it).
+    ``show_shapes`` writes the shape of the tensor along each data edge that knows it.
+    Every node has a tooltip (shown in SVG) saying what its short label leaves out.
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
+    for name, value in (("clusters", clusters), ("show_shapes", show_shapes)):
+        if not isinstance(value, bool):
+            raise OptionError(f"{name} must be True or False; got {value!r}.")
     styles = resolve_theme(theme)
     writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device)
     hidden = set()
@@ -182,14 +221,94 @@ def body_lines(
     if hidden:  # filtering costs a set look-up per node and edge: only when needed
         nodes = [n for n in nodes if n.id not in hidden]
         edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
-    out.extend(writer.node_lines(nodes))
-    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
-    # Indexing is faster than attribute reads on a million edges.
-    out.extend([f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges])
+    if clusters and graph.modules:
+        out.extend(_cluster_lines(nodes, graph.modules, writer))
+    else:
+        out.extend(writer.node_lines(nodes))
+    out.extend(_edge_lines(edges, show_shapes))
     if legend:
         shown = {n.kind for n in graph.nodes if n.id not in hidden}
         out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
     return out
+
+
+def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
+    """The shape along an edge, with its dtype when it is not float32: ``(2, 3) float16``."""
+    text = shape_text(shape)
+    return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
+
+
+def _edge_lines(edges: Iterable[Edge], show_shapes: bool) -> list[str]:
+    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
+    if not show_shapes:
+        # Indexing is faster than attribute reads on a million edges.
+        return [f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges]
+    shaped: dict[tuple, str] = {}  # (shape, dtype) -> suffix; a big graph repeats a few shapes
+    lines = []
+    for e in edges:
+        if e[2] != DATA or e[3] is None:
+            lines.append(f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n")
+            continue
+        key = (e[3], e[4])
+        suffix = shaped.get(key)
+        if suffix is None:
+            attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(e[3], e[4])))
+            suffix = shaped[key] = f" [{attr_list(attrs)}]"
+        lines.append(f"\t{e[0]} -> {e[1]}{suffix}\n")
+    return lines
+
+
+def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
+    """Nodes of the model itself first, then one nested cluster per module that holds any node.
+
+    A node sits in the cluster of its ``module`` (or of the nearest listed module
+    above it). Clusters come in the order of ``modules`` and are named from their
+    index there, never from a module's name.
+    """
+    index = {m.path: i for i, m in enumerate(modules)}
+    placed: dict[str, str] = {}  # a node's module -> the listed module whose cluster holds it
+
+    def listed(path: str) -> str:
+        while path and path not in index:
+            path = path.rpartition(".")[0]
+        return path
+
+    by_module: dict[str, list[Node]] = {}
+    for node in nodes:
+        path = node.module
+        cluster = placed.get(path)
+        if cluster is None:
+            cluster = placed[path] = listed(path)
+        by_module.setdefault(cluster, []).append(node)
+
+    used = set()  # clusters holding a node, directly or below
+    for path in by_module:
+        while path and path not in used:
+            used.add(path)
+            path = listed(path.rpartition(".")[0])
+    children: dict[str, list[str]] = {}
+    for m in modules:
+        if m.path in used:
+            children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
+
+    lines = writer.node_lines(by_module.get("", ()))
+    # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
+    stack: list[tuple[Optional[str], int]] = [(path, 1) for path in reversed(children.get("", []))]
+    while stack:
+        path, depth = stack.pop()
+        indent = "\t" * depth
+        if path is None:
+            lines.append(indent + "}\n")
+            continue
+        module = modules[index[path]]
+        title = f"{module.path} ({module.type_name})" if module.type_name else module.path
+        attrs = dict(CLUSTER_ATTRS, label=quote(title))
+        lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
+        lines.append(f"{indent}\tgraph [{attr_list(attrs)}]\n")
+        lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
+        stack.append((None, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
+    return lines
 
 
 class _Writer:
@@ -201,27 +320,23 @@ class _Writer:
         self.show_attrs = show_attrs
         self.show_device = show_device
         self.styles = styles
-        # "[attrs before label " and " attrs after label]" per kind, so most nodes
-        # are one f-string with no sorting.
-        self.templates = {}
-        for kind, attrs in styles.items():
-            before = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
-            after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
-            self.templates[kind] = (before + " " if before else "", " " + after if after else "")
+        self.edge_shapes = _edge_shapes(graph.edges)
 
     def node_lines(self, nodes: Iterable[Node]) -> list[str]:
         """One line per node: ``\\t<id> [<attributes>]\\n``.
 
-        The attributes depend on every field of a node but its id, and a big graph
+        The attributes depend on every field of a node but its id (and on the
+        shapes along its edges, when the walk collected them), and a big graph
         repeats them (each MulBackward0 is drawn alike, each input without gradient
         too), so they are written once per distinct node content and then reused:
         a million-op chain writes three, not two million.
         """
-        attrs_by_content: dict[tuple, str] = {}
+        attrs_by_content: dict = {}
         lines = []
         add_line = lines.append
+        shapes = self.edge_shapes
         for node in nodes:
-            content = node[1:]  # every field but the id
+            content = node[1:] if shapes is None else (node[1:], shapes.get(node[0]))
             try:
                 attrs = attrs_by_content[content]
             except KeyError:
@@ -234,37 +349,46 @@ class _Writer:
     def node_attrs(self, node: Node) -> str:
         """The bracketed attribute list of one node, as its line writes it."""
         kind = node.kind
+        style = self.styles[kind]
+        attrs = dict(style)
         if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
-            before, after = self.templates[kind]
-            return f"[{before}label={self.quoted_id_or_label(node.label)}{after}]"
-        lines, tooltip, left = self.label_lines(node)
-        if tooltip is None:
-            before, after = self.templates[kind]
-            return f"[{before}label={label(lines, left)}{after}]"
-        attrs = dict(self.styles[kind])
-        attrs["label"] = label(lines, left)
-        attrs["tooltip"] = tooltip
-        return f"[{attr_list(attrs)}]"
+            attrs["label"] = self.quoted_id_or_label(node.label)
+        else:
+            lines, left = self.label_lines(node)
+            attrs["label"] = label(lines, left)
+        if "tooltip" in style:  # a theme's tooltip wins
+            attrs["tooltip"] = attr_value(style["tooltip"])
+        else:
+            attrs["tooltip"] = tooltip_value(self.tooltip_lines(node))
+        return f"[{attr_list(attrs, quoted=('label', 'tooltip'))}]"
 
     @staticmethod
     def quoted_id_or_label(text: str) -> str:
         return text if _PLAIN_ID.fullmatch(text) and text.lower() not in _DOT_KEYWORDS else quote(text)
 
-    def label_lines(self, node: Node) -> tuple[list[str], Optional[str], bool]:
-        """The label's lines, a tooltip with the full name when it was cut, and alignment."""
+    def label_lines(self, node: Node) -> tuple[list[str], bool]:
+        """The label's lines, and whether they are justified to the left."""
         kind = node.kind
         if kind == OP or kind == ACCUMULATE_GRAD:
-            return self.attr_table(node), None, True
+            return self.attr_table(node), True
         if kind == NO_GRAD:
-            return [NO_GRAD_TEXT], None, False
-        name, tooltip = self.cut_name(node.label)
+            return ([NO_GRAD_TEXT, self.cut_name(node.label)] if node.label else [NO_GRAD_TEXT]), False
+        name = self.cut_name(node.label)
+        if kind == MODULE:
+            return [name, *module_label_lines(node)], False
         if kind == LEAF and self.params_given:
             name = UNNAMED
         if kind == SAVED and node.note:
-            return [name, f"[{node.note}]"], tooltip, False
+            return [name, f"[{node.note}]"], False
         lines = [name] if name else []
         lines.append(self.tensor_text(node))
-        return lines, tooltip, False
+        return lines, False
+
+    def tooltip_lines(self, node: Node) -> list[str]:
+        ins, outs = (), ()
+        if self.edge_shapes is not None:
+            ins, outs = self.edge_shapes.get(node.id, ((), ()))
+        return describe(node, show_attrs=self.show_attrs, show_device=self.show_device, inputs=ins, outputs=outs)
 
     def tensor_text(self, node: Node) -> str:
         parts = [shape_text(node.shape)]
@@ -274,11 +398,11 @@ class _Writer:
             parts.append(node.device)
         return " ".join(parts)
 
-    def cut_name(self, name: str) -> tuple[str, Optional[str]]:
-        """Long names keep their end, where a parameter's own name is."""
+    def cut_name(self, name: str) -> str:
+        """Long names keep their end, where a parameter's own name is; the tooltip has them whole."""
         if len(name) <= self.max_chars:
-            return name, None
-        return "..." + name[len(name) - self.max_chars + 3 :], name
+            return name
+        return "..." + name[len(name) - self.max_chars + 3 :]
 
     def attr_table(self, node: Node) -> list[str]:
         """An op's name over a table of its saved values, values cut at max_chars."""
@@ -291,6 +415,23 @@ class _Writer:
         return [node.label, rule, *rows]
 
 
+def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
+    if not any(e[3] is not None for e in edges):
+        return None
+    ins: dict[str, list[str]] = {}
+    outs: dict[str, list[str]] = {}
+    for e in edges:
+        if e[2] != DATA or e[3] is None:
+            continue
+        text = edge_shape_text(e[3], e[4])
+        ins.setdefault(e[1], []).append(text)
+        shown = outs.setdefault(e[0], [])
+        if text not in shown:  # one output feeding many ops: its shape once
+            shown.append(text)
+    return {node_id: (tuple(ins.get(node_id, ())), tuple(outs.get(node_id, ()))) for node_id in ins.keys() | outs.keys()}
+
+
 def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[str]:
     lines = ["\tsubgraph cluster_legend {\n", '\t\tgraph [label=legend style=dashed]\n']
     for kind in kinds:
@@ -300,5 +441,3 @@ def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[s
     lines.extend(f"\t\tlegend_{a} -> legend_{b} [style=invis]\n" for a, b in zip(kinds, kinds[1:]))
     lines.append("\t}\n")
     return lines
-
-

@@ -52,7 +52,7 @@ MAX_DIFF_LINES = 200
 _PROPERTY = "autograd_golden"
 _REPORT_PLUGIN = "graphviz-autograd-golden-report"
 
-_NODE_LINE = re.compile(r"^\t(n\d+) \[(.*)\]$", re.MULTILINE)
+_NODE_LINE = re.compile(r"^\t+(n\d+) \[(.*)\]$", re.MULTILINE)  # nodes in module clusters are indented more
 _EDGE_LINE = re.compile(r"^\tn\d+ -> n\d+", re.MULTILINE)
 _DOT_ID = r'"(?:[^"\\]|\\.)*"|[^\s="\]]+'
 _ATTRIBUTE = re.compile(rf"({_DOT_ID})=({_DOT_ID})")
