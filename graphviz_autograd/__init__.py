@@ -1,6 +1,7 @@
 """Draw PyTorch autograd graphs with Graphviz."""
 
 from .api import make_dot, render
+from .collapse import collapse
 from .dot import to_dot
 from .errors import (
     GraphvizAutogradError,
@@ -27,6 +28,7 @@ __all__ = [
     "OptionError",
     "OutputPathError",
     "RenderError",
+    "collapse",
     "make_dot",
     "render",
     "to_dot",

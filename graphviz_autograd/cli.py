@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional
 import click
 
 from . import __version__
+from .collapse import check_depth, collapse
 from .dot import to_dot
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
@@ -97,6 +98,16 @@ def main() -> None:
 @click.option("--hide-no-grad", is_flag=True, help="Leave out the dashed boxes of inputs that carry no gradient.")
 @click.option("--legend", is_flag=True, help="Add a key of the node colours.")
 @click.option(
+    "--depth",
+    type=int,
+    metavar="N",
+    help="Draw each module N levels below the model as one box (0: one per top-level module). "
+    "Needs module info from a recorded forward pass.",
+)
+@click.option("--no-fold", is_flag=True, help="With --depth, keep repeated blocks (h.0 ... h.11) as separate boxes.")
+@click.option("--no-clusters", is_flag=True, help="Do not draw modules as boxes around their nodes.")
+@click.option("--shapes", is_flag=True, help="Write the tensor shape on each edge that knows it.")
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -118,6 +129,10 @@ def render(
     direction: str,
     hide_no_grad: bool,
     legend: bool,
+    depth: Optional[int],
+    no_fold: bool,
+    no_clusters: bool,
+    shapes: bool,
     timeout: float,
     quiet: bool,
     debug: bool,
@@ -149,6 +164,8 @@ def render(
     """
     progress = _Progress(quiet)
     try:
+        if depth is not None:
+            check_depth(depth)  # before any model code runs
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
         if target is not None:
@@ -168,8 +185,19 @@ def render(
                 direction=direction,
                 show_no_grad=not hide_no_grad,
                 legend=legend,
+                clusters=not no_clusters,
+                show_shapes=shapes,
             )
-            text = _draw(loaded, outputs, fmt, progress, name_leaves=name_leaves, dot_options=dot_options)
+            text = _draw(
+                loaded,
+                outputs,
+                fmt,
+                progress,
+                name_leaves=name_leaves,
+                dot_options=dot_options,
+                depth=depth,
+                fold_repeated=not no_fold,
+            )
         _write(text, target, fmt, timeout, progress)
     except GraphvizAutogradError as error:
         if debug:
@@ -224,8 +252,10 @@ def _draw(
     *,
     name_leaves: bool,
     dot_options: dict[str, Any],
+    depth: Optional[int] = None,
+    fold_repeated: bool = True,
 ) -> str:
-    """Walk the outputs and return JSON or DOT text."""
+    """Walk the outputs and return JSON or DOT text (collapsed to ``depth`` when given)."""
     progress("walking the autograd graph...")
     started = time.perf_counter()
     names = loaded.tensor_names() if name_leaves else None
@@ -240,6 +270,9 @@ def _draw(
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
         return graph.to_json()
+    if depth is not None:
+        graph = collapse(graph, depth, fold_repeated)
+        progress(f"collapsed to depth {depth}: {len(graph.nodes)} nodes")
     source = to_dot(graph, **dot_options)
     if fmt != "dot":
         progress(f"laying out with dot ({len(graph.nodes)} nodes)...")
