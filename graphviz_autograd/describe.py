@@ -7,7 +7,7 @@ escapes it.
 >>> base_op("NativeLayerNormBackward0"), op_meaning("NativeLayerNormBackward0")
 ('native_layer_norm', 'layer normalisation')
 >>> print("\\n".join(describe_op("MulBackward0")))
-MulBackward0 computes the gradient of mul: element-wise multiplication.
+Gradient of mul: element-wise multiplication.
 The trailing 0 is PyTorch's overload index, not a layer number.
 """
 
@@ -108,11 +108,9 @@ _BACKWARD = re.compile(r"Backward(\d*)$")
 _WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
 _SPATIAL = re.compile(r"(\d+d)?(_with_indices)?$")  # max_pool2d_with_indices -> max_pool
 
-ACCUMULATE_GRAD_TEXT = "AccumulateGrad: stores the gradient of a leaf tensor in its .grad."
-NO_GRAD_TEXT = "An input that carries no gradient: backward stops here."
-ANONYMOUS_NO_GRAD_TEXT = (
-    "It is a constant, a tensor that does not require grad, or one made under no_grad() or by detach()."
-)
+ACCUMULATE_GRAD_TEXT = "Stores the gradient of a leaf tensor in its .grad."
+NO_GRAD_TEXT = "No gradient flows back through this input."
+ANONYMOUS_NO_GRAD_TEXT = "A constant, a tensor without requires_grad, or one made under no_grad() or by detach()."
 SAVED_NOTES = {
     "freed": "backward() already released its buffer",
     "modified in place": "an in-place op changed it after it was saved; backward() would fail on it",
@@ -152,13 +150,13 @@ def overload_index(label: str) -> Optional[str]:
 
 
 def describe_op(label: str) -> list[str]:
-    """The lines that explain a backward op node."""
+    """The lines that explain a backward op node beyond its name, which its label shows."""
     name = base_op(label)
     meaning = op_meaning(label)
     if meaning is not None:
-        lines = [f"{label} computes the gradient of {name}: {meaning}."]
+        lines = [f"Gradient of {name}: {meaning}."]
     else:
-        lines = [f"{label} computes the gradient of {name} (a custom autograd.Function, or an op not described here)."]
+        lines = [f"Gradient of {name} (a custom autograd.Function, or an op not described here)."]
     index = overload_index(label)
     if index is not None:
         lines.append(f"The trailing {index} is PyTorch's overload index, not a layer number.")
@@ -234,7 +232,7 @@ def describe(
     ``inputs`` and ``outputs`` are the shapes along its edges, when the walk collected them.
 
     >>> describe(Node("n3", "accumulate_grad", "AccumulateGrad", module="fc"), inputs=["(2, 4)"])
-    ['AccumulateGrad: stores the gradient of a leaf tensor in its .grad.', 'module: fc', 'inputs: (2, 4)']
+    ['Stores the gradient of a leaf tensor in its .grad.', 'module: fc', 'inputs: (2, 4)']
     """
     kind = node.kind
     lines: list[str]

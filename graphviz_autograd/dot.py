@@ -12,7 +12,7 @@ digraph {
     graph [rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
     n0 [fillcolor=darkolivegreen1 label="loss\\n()" tooltip="output loss\\nshape ()"]
-    n1 [fillcolor=lightgrey label=SumBackward0 tooltip="SumBackward0 computes the gradient of sum: sum over elements.\\nThe trailing 0 is PyTorch's overload index, not a layer number."]
+    n1 [fillcolor=lightgrey label=SumBackward0 tooltip="Gradient of sum: sum over elements.\\nThe trailing 0 is PyTorch's overload index, not a layer number."]
     n1 -> n0
 }
 """

@@ -158,7 +158,7 @@ def test_mismatch_fails_with_a_summary_a_diff_and_the_obtained_file(project, mon
         ]
     )
     assert re.search(
-        r'^E?\s*\+\s*n\d+ \[fillcolor=lightgrey label=AddBackward0 tooltip="AddBackward0 [^"]*"\]$',
+        r'^E?\s*\+\s*n\d+ \[fillcolor=lightgrey label=AddBackward0 tooltip="Gradient of add[^"]*"\]$',
         result.stdout.str(),
         re.MULTILINE,
     )
