@@ -11,6 +11,8 @@ import re
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from graphviz_autograd import OptionError, make_dot, to_dot
 from graphviz_autograd.cli import main
@@ -32,6 +34,7 @@ from graphviz_autograd.graph import (
 )
 
 from .module_graphs import BLOCK_PARAMS, GraphBuilder, gpt2_like
+from .test_escaping import hostile_text, shown_text
 
 CLUSTER_OPEN = re.compile(r"^\t*subgraph (cluster_\w+) \{$")
 CLUSTER_LABEL = re.compile(r'^\t*graph \[.*label="([^"]*)".*\]$')
@@ -534,3 +537,22 @@ def test_cli_negative_depth_fails_before_the_model_runs(tmp_path):
     result = CliRunner().invoke(main, ["render", str(model), "-o", "-", "--depth", "-2"])
     assert result.exit_code == 1
     assert "depth must be a non-negative integer" in result.output
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(hostile_text.filter(lambda t: t.strip()), min_size=1, max_size=4, unique=True))
+def test_hostile_names_in_tooltips_and_cluster_labels_are_shown_exactly(graphviz_svg, names):
+    b = GraphBuilder()
+    out = b.node(OUTPUT, "out", shape=(2,))
+    for name in names:
+        grad = b.node(ACCUMULATE_GRAD, "AccumulateGrad", name)
+        b.edge(grad, out)
+        weight = b.node(PARAMETER, name, name, shape=(2,), dtype="float32")
+        b.edge(weight, grad)
+    graph = b.graph((ModuleInfo("", "Net"),) + tuple(ModuleInfo(name, "Odd") for name in names))
+    drawn = graphviz_svg(to_dot(graph, max_attr_chars=10**6))
+    assert sorted(drawn) == sorted(n.id for n in graph.nodes)
+    for node in graph.nodes:
+        if node.kind == PARAMETER:
+            expected = f"parameter {node.label}\nshape (2), float32\nmodule: {node.module}"
+            assert drawn[node.id].tooltip == shown_text(expected)
