@@ -1,6 +1,7 @@
 """Draw PyTorch autograd graphs with Graphviz."""
 
 from .api import make_dot, render
+from .collapse import collapse
 from .diagnose import Finding, check
 from .dot import to_dot
 from .errors import (
@@ -33,6 +34,7 @@ __all__ = [
     "Recorder",
     "RenderError",
     "check",
+    "collapse",
     "make_dot",
     "record",
     "render",

@@ -3,16 +3,16 @@
 >>> import torch
 >>> w = torch.ones(3, requires_grad=True)
 >>> dot = make_dot((2 * w).sum(), params={"w": w})
->>> print(dot.source, end="")  # doctest: +NORMALIZE_WHITESPACE
+>>> print(dot.source, end="")  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
 digraph {
     graph [rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
-    n0 [fillcolor=darkolivegreen1 label="()"]
-    n1 [fillcolor=lightgrey label=SumBackward0]
-    n2 [fillcolor=lightgrey label=MulBackward0]
-    n3 [fillcolor=lightgrey label=AccumulateGrad]
-    n4 [color=gray40 fillcolor=white fontcolor=gray40 fontsize=8 label="no grad" style="dashed,filled"]
-    n5 [fillcolor=lightblue label="w\\n(3)"]
+    n0 [fillcolor=darkolivegreen1 label="()" tooltip=...]
+    n1 [fillcolor=lightgrey label=SumBackward0 tooltip=...]
+    n2 [fillcolor=lightgrey label=MulBackward0 tooltip="Gradient of mul: element-wise multiplication...]
+    n3 [fillcolor=lightgrey label=AccumulateGrad tooltip=...]
+    n4 [color=gray40 fillcolor=white fontcolor=gray40 fontsize=8 label="no grad" style="dashed,filled" tooltip=...]
+    n5 [fillcolor=lightblue label="w\\n(3)" tooltip="parameter w\\nshape (3), float32"]
     n2 -> n1
     n3 -> n2
     n4 -> n2 [color=gray40 style=dashed]
@@ -29,8 +29,10 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import graphviz
 
+from .collapse import check_depth, collapse
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
+from .errors import OptionError
 from .graph import AutogradGraph
 from .layout import (
     DEFAULT_LAYOUT_BUDGET,
@@ -60,6 +62,10 @@ def make_dot(
     theme: Optional[Theme] = None,
     legend: bool = False,
     recorder: Optional[Recorder] = None,
+    clusters: bool = True,
+    depth: Optional[int] = None,
+    fold_repeated: bool = True,
+    show_shapes: bool = False,
     diagnose: Union[bool, Sequence[Finding]] = False,
     grad_colors: Params = None,
     split_shared: bool = True,
@@ -79,12 +85,20 @@ def make_dot(
     forward pass, adds modules and says how each input without gradient lost it
     (its model then names the parameters when ``params`` is not given).
 
+    For a graph of a recorded forward pass (one with module info): ``clusters``
+    draws each module as a box around its nodes, ``depth`` draws each module that
+    many levels below the model as a single node (see
+    :func:`~graphviz_autograd.collapse.collapse`; 0 = one per top-level module),
+    ``fold_repeated`` folds runs of identical blocks into one (``GPT2Block ×12``).
+    ``show_shapes`` writes the tensor shape on each data edge.
+
     ``diagnose=True`` runs :func:`~graphviz_autograd.check` on the graph (with
     ``params`` as the model) and marks what it finds: errors with a red border,
     warnings with an orange one, each message in the node's tooltip, and a note
     of what it found; a list of findings from ``check()`` is drawn as given.
     ``grad_colors`` (the model, or params) fills each parameter and its
     AccumulateGrad by the norm of its ``.grad`` on a log scale, with a key.
+    With ``depth``, only the note of findings is drawn: their nodes are in boxes.
 
     ``split_shared`` draws a parameter used more than a few times (an RNN's
     weights, once per step) once per use, which keeps Graphviz fast. ``layout``
@@ -98,9 +112,15 @@ def make_dot(
     >>> 'color=red' in make_dot((w * stray).sum(), {"w": w}, diagnose=True).source
     True
     """
+    if depth is not None:
+        check_depth(depth)  # before the walk: a bad option should not wait for a big graph
+    if not isinstance(fold_repeated, bool):
+        raise OptionError(f"fold_repeated must be True or False; got {fold_repeated!r}.")
     if params is None and recorder is not None:
         params = recorder.model
-    graph = _as_graph(var, params, collect_saved=show_attrs or show_saved, recorder=recorder)
+    graph = _as_graph(
+        var, params, collect_saved=show_attrs or show_saved, collect_shapes=show_shapes is True, recorder=recorder
+    )
     overlays = []
     if diagnose is True:
         overlays.append(finding_styles(examine(graph, params=params).findings))
@@ -109,6 +129,9 @@ def make_dot(
     if grad_colors is not None:
         overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
     node_styles, notes = merge_styles(*overlays)
+    if depth is not None:
+        graph = collapse(graph, depth, fold_repeated)
+        node_styles = {}  # the walked graph's ids: gone into boxes
     laid_out = lay_out(
         graph,
         layout=layout,
@@ -124,6 +147,8 @@ def make_dot(
         node_styles=node_styles,
         notes=notes,
         split_shared=split_shared,
+        clusters=clusters,
+        show_shapes=show_shapes,
     )
     _say(laid_out.note)
     dot = graphviz.Digraph(engine=laid_out.engine)
@@ -210,7 +235,9 @@ def render(
     return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
 
 
-def _as_graph(var: Any, params: Params, collect_saved: bool, recorder: Optional[Recorder] = None) -> AutogradGraph:
+def _as_graph(
+    var: Any, params: Params, collect_saved: bool, collect_shapes: bool = False, recorder: Optional[Recorder] = None
+) -> AutogradGraph:
     if isinstance(var, AutogradGraph):
         return var
-    return walk(var, params, collect_saved=collect_saved, recorder=recorder)
+    return walk(var, params, collect_saved=collect_saved, collect_shapes=collect_shapes, recorder=recorder)

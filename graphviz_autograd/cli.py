@@ -21,12 +21,13 @@ import torch
 
 from . import __version__
 from .api import lay_out
+from .collapse import check_depth, collapse
 from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
 from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
-from .layout import LAYOUTS
+from .layout import LAYOUTS, collapse_to_fit
 from .style import DIRECTIONS
 from .record import Recorder, record
 from .walk import walk
@@ -117,6 +118,15 @@ def main() -> None:
     "'neato -n2'. auto: dot, unless it would take too long for the graph's size.",
 )
 @click.option(
+    "--depth",
+    type=int,
+    metavar="N",
+    help="Draw each module N levels below the model as one box (0: one per top-level module).",
+)
+@click.option("--no-fold", is_flag=True, help="With --depth, keep repeated blocks (h.0 ... h.11) as separate boxes.")
+@click.option("--no-clusters", is_flag=True, help="Do not draw modules as boxes around their nodes.")
+@click.option("--shapes", is_flag=True, help="Write the tensor shape on each edge.")
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -146,6 +156,10 @@ def render(
     legend: bool,
     diagnose: bool,
     layout: str,
+    depth: Optional[int],
+    no_fold: bool,
+    no_clusters: bool,
+    shapes: bool,
     timeout: float,
     no_record: bool,
     quiet: bool,
@@ -178,6 +192,8 @@ def render(
     """
     progress = _Progress(quiet)
     try:
+        if depth is not None:
+            check_depth(depth)  # before any model code runs
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
         if target is not None:
@@ -198,6 +214,8 @@ def render(
                 direction=direction,
                 show_no_grad=not hide_no_grad,
                 legend=legend,
+                clusters=not no_clusters,
+                show_shapes=shapes,
             )
             text, engine = _draw(
                 loaded,
@@ -209,6 +227,8 @@ def render(
                 layout=layout,
                 dot_options=dot_options,
                 diagnose=diagnose,
+                depth=depth,
+                fold_repeated=not no_fold,
             )
         _write(text, target, fmt, timeout, progress, engine)
     except GraphvizAutogradError as error:
@@ -410,8 +430,11 @@ def _draw(
     layout: str,
     dot_options: dict[str, Any],
     diagnose: bool = False,
+    depth: Optional[int] = None,
+    fold_repeated: bool = True,
 ) -> tuple[str, str]:
-    """Walk the outputs; return JSON or DOT text, and the Graphviz program to draw it."""
+    """Walk the outputs; return JSON or DOT text (collapsed to ``depth`` when given), and
+    the Graphviz program to draw it."""
     progress("walking the autograd graph...")
     started = time.perf_counter()
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
@@ -425,12 +448,24 @@ def _draw(
             dot_options = dict(dot_options, **dict(zip(("node_styles", "notes"), finding_styles(examination.findings))))
         else:
             names = loaded.tensor_names() if name_leaves else None
-            graph = walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
+            graph = walk(
+                outputs, names, collect_saved=collect_saved, collect_shapes=dot_options["show_shapes"], recorder=recorder
+            )
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
         return graph.to_json(), "dot"
     if fmt == "dot" and layout == "auto":
         layout = "dot"  # a DOT file is not laid out here: nothing to decide
+    if depth is None and layout == "auto":
+        fitted = collapse_to_fit(graph, fold_repeated=fold_repeated)
+        if fitted.note:  # a decision made for the user: shown even with --quiet
+            click.echo(f"note: {fitted.note}", err=True)
+        graph, depth = fitted.graph, fitted.depth
+    elif depth is not None:
+        graph = collapse(graph, depth, fold_repeated)
+        progress(f"collapsed to depth {depth}: {len(graph.nodes)} nodes")
+    if depth is not None:
+        dot_options = dict(dot_options, node_styles=None)  # the walked graph's ids: gone into boxes
     laid_out = lay_out(graph, layout=layout, **dot_options)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
         click.echo(f"note: {laid_out.note}", err=True)

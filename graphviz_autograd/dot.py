@@ -11,8 +11,8 @@ paths or time.
 digraph {
     graph [rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
-    n0 [fillcolor=darkolivegreen1 label="loss\\n()"]
-    n1 [fillcolor=lightgrey label=SumBackward0]
+    n0 [fillcolor=darkolivegreen1 label="loss\\n()" tooltip="output loss\\nshape ()"]
+    n1 [fillcolor=lightgrey label=SumBackward0 tooltip="Gradient of sum: sum over elements.\\nThe trailing 0 is PyTorch's overload index, not a layer number."]
     n1 -> n0
 }
 """
@@ -22,10 +22,35 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Optional, Sequence
 
+from .describe import describe, module_label_lines, shape_text
 from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, SAVED, AutogradGraph, Node
+from .graph import (
+    ACCUMULATE_GRAD,
+    DATA,
+    LEAF,
+    MODULE,
+    NO_GRAD,
+    NODE_KINDS,
+    OP,
+    SAVED,
+    AutogradGraph,
+    Edge,
+    ModuleInfo,
+    Node,
+    cut_location,
+)
 from .layout import DEFAULT_MAX_USES, split_shared_leaves
-from .style import EDGE_STYLES, GRAPH_ATTRS, LEGEND_TEXT, NODE_DEFAULTS, Theme, check_direction, resolve_theme
+from .style import (
+    CLUSTER_ATTRS,
+    EDGE_LABEL_ATTRS,
+    EDGE_STYLES,
+    GRAPH_ATTRS,
+    LEGEND_TEXT,
+    NODE_DEFAULTS,
+    Theme,
+    check_direction,
+    resolve_theme,
+)
 
 DEFAULT_DTYPE = "float32"
 UNNAMED = "(unnamed)"
@@ -120,21 +145,27 @@ def read_label(written: str) -> list[str]:
     return [text.replace("&amp;", "&") for text in lines]
 
 
-def attr_list(attrs: Mapping[str, str]) -> str:
-    """``key=value`` pairs in sorted order; ``label`` comes already quoted, the rest is quoted here.
+def tooltip_value(lines: Iterable[str]) -> str:
+    r"""A quoted tooltip of several lines, shown exactly as given.
+
+    Graphviz reads a tooltip's backslashes once more than a label's (``\N`` would
+    become the node's name), so each backslash :func:`escape` writes is doubled.
+
+    >>> tooltip_value(["a\\b", 'say "hi"'])
+    '"a\\\\\\\\b\\nsay \\"hi\\""'
+    """
+    return '"' + escape("\n".join(lines)).replace("\\\\", "\\\\\\\\") + '"'
+
+
+def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> str:
+    """``key=value`` pairs in sorted order; values of ``quoted`` keys come already quoted, the rest is quoted here.
 
     Names are quoted as values are: a theme may name any attribute.
     """
+    quoted = set(quoted)
     return " ".join(
-        f"{attr_value(key)}={attrs[key] if key == 'label' else attr_value(attrs[key])}" for key in sorted(attrs)
+        f"{attr_value(key)}={attrs[key] if key in quoted else attr_value(attrs[key])}" for key in sorted(attrs)
     )
-
-
-def shape_text(shape: Optional[tuple[int, ...]]) -> str:
-    """Shapes written as the tutorials show them: ``(1)``, ``(3, 4)``, ``()``."""
-    if shape is None:
-        return "(shape unknown)"
-    return "(" + ", ".join(str(s) for s in shape) + ")"
 
 
 def to_dot(graph: AutogradGraph, **options) -> str:
@@ -167,6 +198,8 @@ def body_lines(
     show_device: bool = False,
     theme: Optional[Theme] = None,
     legend: bool = False,
+    clusters: bool = True,
+    show_shapes: bool = False,
     node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
     split_shared: bool = True,
@@ -178,18 +211,25 @@ def body_lines(
     Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
     dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
     ``theme`` overrides colours per node kind; ``legend`` adds a key.
+    ``clusters`` draws each module of a recorded graph as a box around the nodes
+    its forward made (a graph without module info is drawn as without it).
+    ``show_shapes`` writes the shape of the tensor along each data edge that knows it.
+    Every node has a tooltip (shown in SVG) saying what its short label leaves out.
     ``node_styles`` lays extra attributes over single nodes (node id -> attributes,
-    e.g. a border for a finding), and ``notes`` draws boxes (text lines, attributes)
-    in a cluster of their own that explains them. ``split_shared`` draws a parameter
-    used more than a few times once per use
-    (see :func:`graphviz_autograd.layout.split_shared_leaves`).
+    e.g. a border for a finding; a ``tooltip`` there goes first in the node's), and
+    ``notes`` draws boxes (text lines, attributes) in a cluster of their own that
+    explains them. ``split_shared`` draws a parameter used more than a few times
+    once per use (see :func:`graphviz_autograd.layout.split_shared_leaves`).
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
+    for name, value in (("clusters", clusters), ("show_shapes", show_shapes)):
+        if not isinstance(value, bool):
+            raise OptionError(f"{name} must be True or False; got {value!r}.")
     styles = resolve_theme(theme)
     if split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device)
+    writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
     hidden = set()
     if not show_no_grad:
         hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
@@ -202,10 +242,11 @@ def body_lines(
     if hidden:  # filtering costs a set look-up per node and edge: only when needed
         nodes = [n for n in nodes if n.id not in hidden]
         edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
-    out.extend(writer.node_lines(nodes, node_styles or {}))
-    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
-    # Indexing is faster than attribute reads on a million edges.
-    out.extend([f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges])
+    if clusters and graph.modules:
+        out.extend(_cluster_lines(nodes, graph.modules, writer))
+    else:
+        out.extend(writer.node_lines(nodes))
+    out.extend(_edge_lines(edges, show_shapes))
     if legend:
         shown = {n.kind for n in graph.nodes if n.id not in hidden}
         out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
@@ -214,39 +255,124 @@ def body_lines(
     return out
 
 
+def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
+    """The shape along an edge, with its dtype when it is not float32: ``(2, 3) float16``."""
+    text = shape_text(shape)
+    return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
+
+
+def _edge_lines(edges: Iterable[Edge], show_shapes: bool) -> list[str]:
+    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
+    if not show_shapes:
+        # Indexing is faster than attribute reads on a million edges.
+        return [f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges]
+    shaped: dict[tuple, str] = {}  # (shape, dtype) -> suffix; a big graph repeats a few shapes
+    lines = []
+    for e in edges:
+        if e[2] != DATA or e[3] is None:
+            lines.append(f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n")
+            continue
+        key = (e[3], e[4])
+        suffix = shaped.get(key)
+        if suffix is None:
+            attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(e[3], e[4])))
+            suffix = shaped[key] = f" [{attr_list(attrs)}]"
+        lines.append(f"\t{e[0]} -> {e[1]}{suffix}\n")
+    return lines
+
+
+def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
+    """Nodes of the model itself first, then one nested cluster per module that holds any node.
+
+    A node sits in the cluster of its ``module`` (or of the nearest listed module
+    above it). Clusters come in the order of ``modules`` and are named from their
+    index there, never from a module's name.
+    """
+    index = {m.path: i for i, m in enumerate(modules)}
+    placed: dict[str, str] = {}  # a node's module -> the listed module whose cluster holds it
+
+    def listed(path: str) -> str:
+        while path and path not in index:
+            path = path.rpartition(".")[0]
+        return path
+
+    by_module: dict[str, list[Node]] = {}
+    for node in nodes:
+        path = node.module
+        cluster = placed.get(path)
+        if cluster is None:
+            cluster = placed[path] = listed(path)
+        by_module.setdefault(cluster, []).append(node)
+
+    used = set()  # clusters holding a node, directly or below
+    for path in by_module:
+        while path and path not in used:
+            used.add(path)
+            path = listed(path.rpartition(".")[0])
+    children: dict[str, list[str]] = {}
+    for m in modules:
+        if m.path in used:
+            children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
+
+    lines = writer.node_lines(by_module.get("", ()))
+    # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
+    stack: list[tuple[Optional[str], int]] = [(path, 1) for path in reversed(children.get("", []))]
+    while stack:
+        path, depth = stack.pop()
+        indent = "\t" * depth
+        if path is None:
+            lines.append(indent + "}\n")
+            continue
+        module = modules[index[path]]
+        title = f"{module.path} ({module.type_name})" if module.type_name else module.path
+        attrs = dict(CLUSTER_ATTRS, label=quote(title))
+        lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
+        lines.append(f"{indent}\tgraph [{attr_list(attrs)}]\n")
+        lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
+        stack.append((None, depth))
+        stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
+    return lines
+
+
 class _Writer:
     """Writes node lines; caches what repeats across a big graph."""
 
-    def __init__(self, graph: AutogradGraph, styles: dict, max_chars: int, show_attrs: bool, show_device: bool):
+    def __init__(
+        self,
+        graph: AutogradGraph,
+        styles: dict,
+        max_chars: int,
+        show_attrs: bool,
+        show_device: bool,
+        node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    ):
         self.params_given = graph.params_given
+        self.node_styles = node_styles or {}
         self.max_chars = max_chars
         self.show_attrs = show_attrs
         self.show_device = show_device
         self.styles = styles
-        # "[attrs before label " and " attrs after label]" per kind, so most nodes
-        # are one f-string with no sorting.
-        self.templates = {}
-        for kind, attrs in styles.items():
-            before = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k < "label")
-            after = " ".join(f"{attr_value(k)}={attr_value(v)}" for k, v in sorted(attrs.items()) if k > "label")
-            self.templates[kind] = (before + " " if before else "", " " + after if after else "")
+        self.edge_shapes = _edge_shapes(graph.edges)
 
-    def node_lines(self, nodes: Iterable[Node], node_styles: Mapping[str, Mapping[str, str]]) -> list[str]:
+    def node_lines(self, nodes: Iterable[Node]) -> list[str]:
         """One line per node: ``\\t<id> [<attributes>]\\n``.
 
-        The attributes depend on every field of a node but its id, and a big graph
+        The attributes depend on every field of a node but its id (and on the
+        shapes along its edges, when the walk collected them), and a big graph
         repeats them (each MulBackward0 is drawn alike, each input without gradient
         too), so they are written once per distinct node content and then reused:
         a million-op chain writes three, not two million.
         """
-        attrs_by_content: dict[tuple, str] = {}
+        attrs_by_content: dict = {}
         lines = []
         add_line = lines.append
+        shapes = self.edge_shapes
+        node_styles = self.node_styles
         for node in nodes:
-            if node_styles and node[0] in node_styles:
-                add_line(f"\t{node[0]} {self.styled_attrs(node, node_styles[node[0]])}\n")
+            if node_styles and node[0] in node_styles:  # drawn apart: not cached
+                add_line(f"\t{node[0]} {self.node_attrs(node, node_styles[node[0]])}\n")
                 continue
-            content = node[1:]  # every field but the id
+            content = node[1:] if shapes is None else (node[1:], shapes.get(node[0]))
             try:
                 attrs = attrs_by_content[content]
             except KeyError:
@@ -256,61 +382,59 @@ class _Writer:
             add_line(f"\t{node[0]} {attrs}\n")
         return lines
 
-    def node_attrs(self, node: Node) -> str:
-        """The bracketed attribute list of one node, as its line writes it."""
+    def node_attrs(self, node: Node, overlay: Optional[Mapping[str, str]] = None) -> str:
+        """The bracketed attribute list of one node, as its line writes it, with ``overlay`` laid over."""
         kind = node.kind
-        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
-            before, after = self.templates[kind]
-            return f"[{before}label={self.quoted_id_or_label(node.label)}{after}]"
-        lines, tooltip, left = self.label_lines(node)
-        if tooltip is None:
-            before, after = self.templates[kind]
-            return f"[{before}label={label(lines, left)}{after}]"
-        attrs = dict(self.styles[kind])
-        attrs["label"] = label(lines, left)
-        attrs["tooltip"] = tooltip
-        return f"[{attr_list(attrs)}]"
-
-    def styled_attrs(self, node: Node, overlay: Mapping[str, str]) -> str:
-        """:meth:`node_attrs` with ``overlay`` laid over them (its ``label``, if any, ignored)."""
-        kind = node.kind
-        attrs = dict(self.styles[kind])
+        style = self.styles[kind]
+        attrs = dict(style)
         if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
             attrs["label"] = self.quoted_id_or_label(node.label)
         else:
-            lines, tooltip, left = self.label_lines(node)
+            lines, left = self.label_lines(node)
             attrs["label"] = label(lines, left)
-            if tooltip is not None:
-                attrs["tooltip"] = tooltip
-        attrs.update((str(k), str(v)) for k, v in overlay.items() if k != "label")
-        return f"[{attr_list(attrs)}]"
+        overlay = overlay or {}
+        if "tooltip" in style:  # a theme's tooltip wins
+            attrs["tooltip"] = attr_value(style["tooltip"])
+        else:
+            first = [str(overlay["tooltip"])] if "tooltip" in overlay else []
+            attrs["tooltip"] = tooltip_value(first + self.tooltip_lines(node))
+        attrs.update((str(k), str(v)) for k, v in overlay.items() if k not in ("label", "tooltip"))
+        return f"[{attr_list(attrs, quoted=('label', 'tooltip'))}]"
 
     @staticmethod
     def quoted_id_or_label(text: str) -> str:
         return text if _PLAIN_ID.fullmatch(text) and text.lower() not in _DOT_KEYWORDS else quote(text)
 
-    def label_lines(self, node: Node) -> tuple[list[str], Optional[str], bool]:
-        """The label's lines, a tooltip with the full name when it was cut, and alignment."""
+    def label_lines(self, node: Node) -> tuple[list[str], bool]:
+        """The label's lines, and whether they are justified to the left."""
         kind = node.kind
         if kind == OP or kind == ACCUMULATE_GRAD:
-            return self.attr_table(node), None, True
+            return self.attr_table(node), True
         if kind == NO_GRAD:
-            return self.cut_lines(node), None, False
-        name, tooltip = self.cut_name(node.label)
+            return self.cut_lines(node), False
+        name = self.cut_name(node.label)
+        if kind == MODULE:
+            return [name, *module_label_lines(node)], False
         if kind == LEAF and self.params_given:
             name = UNNAMED
         if kind == SAVED and node.note:
-            return [name, f"[{node.note}]"], tooltip, False
+            return [name, f"[{node.note}]"], False
         lines = [name] if name else []
         lines.append(self.tensor_text(node))
-        return lines, tooltip, False
+        return lines, False
 
-    @staticmethod
-    def cut_lines(node: Node) -> list[str]:
+    def cut_lines(self, node: Node) -> list[str]:
         """A no-grad input: how it lost its gradient and where, when a recorder saw it."""
         if not node.label:
             return [NO_GRAD_TEXT]
-        return [node.label, f"at {node.module}"] if node.module else [node.label]
+        where = cut_location(node)
+        return [self.cut_name(node.label), f"at {where}"] if where else [self.cut_name(node.label)]
+
+    def tooltip_lines(self, node: Node) -> list[str]:
+        ins, outs = (), ()
+        if self.edge_shapes is not None:
+            ins, outs = self.edge_shapes.get(node.id, ((), ()))
+        return describe(node, show_attrs=self.show_attrs, show_device=self.show_device, inputs=ins, outputs=outs)
 
     def tensor_text(self, node: Node) -> str:
         parts = [shape_text(node.shape)]
@@ -320,11 +444,11 @@ class _Writer:
             parts.append(node.device)
         return " ".join(parts)
 
-    def cut_name(self, name: str) -> tuple[str, Optional[str]]:
-        """Long names keep their end, where a parameter's own name is."""
+    def cut_name(self, name: str) -> str:
+        """Long names keep their end, where a parameter's own name is; the tooltip has them whole."""
         if len(name) <= self.max_chars:
-            return name, None
-        return "..." + name[len(name) - self.max_chars + 3 :], name
+            return name
+        return "..." + name[len(name) - self.max_chars + 3 :]
 
     def attr_table(self, node: Node) -> list[str]:
         """An op's name over a table of its saved values, values cut at max_chars."""
@@ -335,6 +459,23 @@ class _Writer:
         rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
         rule = "-" * max(len(node.label), max(len(r) for r in rows))
         return [node.label, rule, *rows]
+
+
+def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
+    if not any(e[3] is not None for e in edges):
+        return None
+    ins: dict[str, list[str]] = {}
+    outs: dict[str, list[str]] = {}
+    for e in edges:
+        if e[2] != DATA or e[3] is None:
+            continue
+        text = edge_shape_text(e[3], e[4])
+        ins.setdefault(e[1], []).append(text)
+        shown = outs.setdefault(e[0], [])
+        if text not in shown:  # one output feeding many ops: its shape once
+            shown.append(text)
+    return {node_id: (tuple(ins.get(node_id, ())), tuple(outs.get(node_id, ()))) for node_id in ins.keys() | outs.keys()}
 
 
 def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[str]:

@@ -25,8 +25,9 @@ PARAMETER = "parameter"  # a leaf tensor found among the given params
 LEAF = "leaf"  # a leaf tensor that requires grad but has no name
 NO_GRAD = "no_grad"  # an input slot that carries no gradient (a None in next_functions)
 SAVED = "saved"  # a tensor an op saved for backward (only with show_saved)
+MODULE = "module"  # a module drawn as one box by collapse(); attrs hold its summary
 
-NODE_KINDS = (OUTPUT, OP, ACCUMULATE_GRAD, PARAMETER, LEAF, NO_GRAD, SAVED)
+NODE_KINDS = (OUTPUT, OP, ACCUMULATE_GRAD, PARAMETER, LEAF, NO_GRAD, SAVED, MODULE)
 
 # Edge kinds.
 DATA = "data"  # gradient flows along it (drawn input -> consumer, like the forward pass)
@@ -48,7 +49,13 @@ class Node(NamedTuple):
     when it is a named tensor (a parameter, buffer or input) or a view of one.
     ``note`` says why a saved tensor could not be read:
     'freed' when ``backward()`` released its buffer, 'modified in place' when an
-    in-place op changed it after it was saved (backward() would fail on it).
+    in-place op changed it after it was saved (backward() would fail on it). A
+    no-grad input that collapse() moved out of a collapsed module keeps that
+    module's path, where the gradient was cut, in ``note``.
+    A ``module`` node (made by :func:`graphviz_autograd.collapse.collapse`) stands
+    for a whole module: ``label`` is its path, ``module`` the module it sits in,
+    and ``attrs`` its summary (``type``, ``ops``, ``params``, and ``repeats`` and
+    ``first`` and ``last`` module paths when a run of alike blocks was folded into it).
     """
 
     id: str
@@ -154,3 +161,16 @@ class AutogradGraph:
         ('SumBackward0', '  "edges": [],')
         """
         return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
+
+
+CUT_IN = "cut in"  # a no-grad node's attrs key: where the cut happened, when the node was moved
+
+
+def cut_location(node: Node) -> str:
+    """Where a named no-grad input lost its gradient: its module, unless
+    :func:`~graphviz_autograd.collapse.collapse` moved the node beside a box and
+    kept the module under ``CUT_IN`` in its attrs."""
+    for key, value in node.attrs:
+        if key == CUT_IN:
+            return value
+    return node.module

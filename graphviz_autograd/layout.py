@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from operator import itemgetter
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from .collapse import collapse
 from .errors import OptionError
 from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, PARAMETER, SAVED, SAVED_BY, AutogradGraph, Edge, Node
 
@@ -182,6 +183,45 @@ def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DE
         f"Graphviz dot would take about {estimate:,.0f} s to lay out this graph of {len(graph.nodes):,} nodes "
         f"(budget {budget:g} s); drawing it with the fixed layered layout instead (layout='dot' to wait for dot)."
     )
+
+
+class Fitted(NamedTuple):
+    """A graph collapsed so that ``dot`` lays it out within budget (``depth`` None: as it was)."""
+
+    graph: AutogradGraph
+    depth: Optional[int]
+    note: str
+
+
+def collapse_to_fit(
+    graph: AutogradGraph, budget: float = DEFAULT_LAYOUT_BUDGET, *, fold_repeated: bool = True
+) -> Fitted:
+    """``graph``, collapsed by module depth (deepest first) until ``dot`` fits ``budget`` seconds.
+
+    Only a recorded graph (one with module info) can be collapsed; a graph that fits
+    already, or that no depth makes fit, comes back as it was (and
+    :func:`choose_layout` then falls back to the fixed layout). ``note`` says what
+    was done, for the caller to show.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> collapse_to_fit(AutogradGraph((Node("n0", "op"),), ())).depth is None
+    True
+    """
+    estimate = estimate_layout_seconds(split_shared_leaves(graph))
+    if estimate <= budget or not graph.modules:
+        return Fitted(graph, None, "")
+    deepest = max(m.path.count(".") for m in graph.modules if m.path)
+    for depth in range(deepest, -1, -1):
+        collapsed = collapse(graph, depth, fold_repeated)
+        if estimate_layout_seconds(split_shared_leaves(collapsed)) <= budget:
+            return Fitted(
+                collapsed,
+                depth,
+                f"Graphviz dot would take about {estimate:,.0f} s to lay out all {len(graph.nodes):,} nodes "
+                f"(budget {budget:g} s); drawing modules below depth {depth} as boxes instead "
+                f"({len(collapsed.nodes):,} nodes; --depth N or --layout dot to choose).",
+            )
+    return Fitted(graph, None, "")
 
 
 # --- our own layered layout ------------------------------------------------------------

@@ -52,7 +52,7 @@ MAX_DIFF_LINES = 200
 _PROPERTY = "autograd_golden"
 _REPORT_PLUGIN = "graphviz-autograd-golden-report"
 
-_NODE_LINE = re.compile(r"^\t(n\d+(?:_\d+)?) \[(.*)\]$", re.MULTILINE)  # n8_2: a shared parameter's copy
+_NODE_LINE = re.compile(r"^\t+(n\d+(?:_\d+)?) \[(.*)\]$", re.MULTILINE)  # n8_2: a shared parameter's copy; nodes in clusters are indented more
 _EDGE_LINE = re.compile(r"^\tn[\d_]+ -> n[\d_]+", re.MULTILINE)
 _DOT_ID = r'"(?:[^"\\]|\\.)*"|[^\s="\]]+'
 _ATTRIBUTE = re.compile(rf"({_DOT_ID})=({_DOT_ID})")

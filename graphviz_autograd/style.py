@@ -18,6 +18,7 @@ from .graph import (
     CUT,
     DATA,
     LEAF,
+    MODULE,
     NO_GRAD,
     NODE_KINDS,
     OP,
@@ -50,6 +51,7 @@ NODE_STYLES: dict[str, dict[str, str]] = {
         "style": "dashed,filled",
     },
     SAVED: {"fillcolor": "orange"},
+    MODULE: {"fillcolor": "lemonchiffon", "style": "filled,rounded"},
 }
 
 EDGE_STYLES: dict[str, dict[str, str]] = {
@@ -67,6 +69,7 @@ LEGEND_TEXT = {
     LEAF: "leaf tensor",
     NO_GRAD: "input without gradient",
     SAVED: "saved for backward",
+    MODULE: "module, collapsed",
 }
 
 # How diagnostics mark a node (diagnose.finding_styles): a thick border by severity.
@@ -85,6 +88,12 @@ GRADIENT_SPECIAL_STYLES: dict[str, dict[str, str]] = {
     "zero": {"fillcolor": "white", "style": "filled,dashed"},
     "nonfinite": {"fillcolor": "red", "fontcolor": "white"},
 }
+
+# A module's cluster (the box around the nodes its forward made); the label is added per module.
+CLUSTER_ATTRS = {"color": "gray60", "fontcolor": "gray30", "fontsize": "9", "labeljust": "l", "style": "rounded"}
+
+# The shape label of a data edge (show_shapes).
+EDGE_LABEL_ATTRS = {"fontcolor": "gray30", "fontsize": "8"}
 
 DIRECTIONS = ("TB", "LR", "BT", "RL")
 

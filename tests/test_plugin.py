@@ -157,7 +157,11 @@ def test_mismatch_fails_with_a_summary_a_diff_and_the_obtained_file(project, mon
             "*@@ *",
         ]
     )
-    assert re.search(r'^E?\s*\+\s*n\d+ \[fillcolor=lightgrey label=AddBackward0\]$', result.stdout.str(), re.MULTILINE)
+    assert re.search(
+        r'^E?\s*\+\s*n\d+ \[fillcolor=lightgrey label=AddBackward0 tooltip="Gradient of add[^"]*"\]$',
+        result.stdout.str(),
+        re.MULTILINE,
+    )
     assert "Traceback" not in result.stdout.str()
     assert golden(project).read_text(encoding="utf-8") == expected_dot()
     assert golden(project).with_name("scale.obtained.dot").read_text(encoding="utf-8") == expected_dot("bias")

@@ -1,0 +1,269 @@
+"""Collapse a recorded graph to a module depth: one box per module, repeated blocks folded.
+
+A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.modules``
+(which a recorded forward pass fills in) and returns a new, smaller graph.
+
+>>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+>>> g = AutogradGraph(
+...     nodes=(Node("n0", OUTPUT, "out"), Node("n1", OP, "ReluBackward0", module="act"),
+...            Node("n2", OP, "AddmmBackward0", module="fc")),
+...     edges=(Edge("n1", "n0"), Edge("n2", "n1")),
+...     modules=(ModuleInfo("", "Net", 10), ModuleInfo("fc", "Linear", 10), ModuleInfo("act", "ReLU")),
+... )
+>>> small = collapse(g, depth=0)
+>>> [(n.id, n.kind, n.label) for n in small.nodes]
+[('n0', 'output', 'out'), ('n1', 'module', 'act'), ('n2', 'module', 'fc')]
+>>> dict(small.nodes[2].attrs)
+{'type': 'Linear', 'ops': '1', 'params': '10'}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Optional
+
+from .errors import OptionError
+from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location
+
+# Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
+ELLIPSIS = " \u2026 "
+
+
+def check_depth(depth: object) -> int:
+    """``depth`` if it is a non-negative int; OptionError otherwise."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise OptionError(f"depth must be a non-negative integer (0 = one box per top-level module); got {depth!r}.")
+    return depth
+
+
+def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> AutogradGraph:
+    """``graph`` with each module ``depth`` levels below the model drawn as one box.
+
+    ``depth=0`` gives one box per top-level child of the model (``encoder``,
+    ``decoder``), ``depth=1`` one per grandchild (``transformer.h``,
+    ``transformer.wte``), and so on; a module shallower than that with no
+    submodules is a box too. Every node whose module lies inside a box becomes
+    that box: ops, parameters and their AccumulateGrad, the saved tensors of its
+    ops, and the anonymous inputs without gradient its ops consume. Outputs, nodes
+    of shallower modules and no-grad inputs that name their cause
+    (``detach()``, ``frozen fc.weight``) stay. Edges follow their ends; duplicates
+    and edges inside one box go.
+
+    With ``fold_repeated``, consecutive sibling boxes of the same class and
+    content (the same op names, the same parameter count) become one box, such as
+    ``transformer.h.0 … h.11``, a ``GPT2Block`` ×12.
+
+    Node ids are renumbered ``n0, n1, ...`` in the order nodes first appear in
+    the walk, so the result is as byte-stable as the input.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node, ModuleInfo, OP
+    >>> g = AutogradGraph((Node("n0", OP, "MulBackward0", module="a.b"),), (),
+    ...                   modules=(ModuleInfo("", "M"), ModuleInfo("a", "A"), ModuleInfo("a.b", "B")))
+    >>> collapse(g, 0).nodes[0].label, collapse(g, 1).nodes[0].label
+    ('a', 'a.b')
+    """
+    check_depth(depth)
+    if not isinstance(fold_repeated, bool):
+        raise OptionError(f"fold_repeated must be True or False; got {fold_repeated!r}.")
+    if not graph.modules:
+        raise OptionError(
+            "depth needs to know which module made each node, and this graph has no module info; "
+            "draw a graph from a recorded forward pass (graphviz_autograd.record) or leave depth out."
+        )
+    tree = _ModuleTree(graph.modules)
+    box_of = _BoxFinder(tree, depth)
+    owner = _representatives(graph, box_of)  # node id -> box path, for nodes a box swallows
+
+    members: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        path = owner.get(node.id)
+        if path is not None:
+            members.setdefault(path, []).append(node)
+    folded_into = _fold(tree, members) if fold_repeated else {}
+
+    # Renumber in walk order of first appearance; a box appears where its first member does.
+    new_id: dict[str, str] = {}  # old node id -> new id
+    box_id: dict[str, str] = {}  # box path (after folding) -> new id
+    nodes: list[Optional[Node]] = []
+    box_index: dict[str, int] = {}
+    for node in graph.nodes:
+        path = owner.get(node.id)
+        if path is None:
+            new_id[node.id] = f"n{len(nodes)}"
+            nodes.append(_kept(node, new_id[node.id], box_of))
+            continue
+        path = folded_into.get(path, path)
+        if path not in box_id:
+            box_id[path] = f"n{len(nodes)}"
+            box_index[path] = len(nodes)
+            nodes.append(None)
+        new_id[node.id] = box_id[path]
+
+    group: dict[str, list[str]] = {}
+    for path in members:
+        group.setdefault(folded_into.get(path, path), []).append(path)
+    for path, index in box_index.items():
+        nodes[index] = _box_node(box_id[path], [tree.info[p] for p in sorted(group[path], key=tree.order.__getitem__)],
+                                 members, tree)
+
+    return AutogradGraph(
+        nodes=tuple(nodes),  # type: ignore[arg-type]
+        edges=_edges(graph.edges, new_id),
+        params_given=graph.params_given,
+        modules=graph.modules,
+    )
+
+
+class _ModuleTree:
+    """The modules by path, each one's parent (nearest listed ancestor) and children in order."""
+
+    def __init__(self, modules: tuple[ModuleInfo, ...]):
+        self.info = {m.path: m for m in modules}
+        self.order = {m.path: i for i, m in enumerate(modules)}
+        self.children: dict[str, list[str]] = {}
+        for m in modules:
+            if m.path:
+                self.children.setdefault(self.parent(m.path), []).append(m.path)
+
+    def parent(self, path: str) -> str:
+        while path:
+            path = path.rpartition(".")[0]
+            if path in self.info:
+                return path
+        return ""
+
+
+class _BoxFinder:
+    """Which box (module path) a module path falls in at a depth, cached per path."""
+
+    def __init__(self, tree: _ModuleTree, depth: int):
+        self.tree = tree
+        self.levels = depth + 1  # path components of a box's module
+        self.cache: dict[str, Optional[str]] = {}
+
+    def __call__(self, path: str) -> Optional[str]:
+        try:
+            return self.cache[path]
+        except KeyError:
+            pass
+        box = None
+        if path:
+            parts = path.split(".")
+            for count in range(1, min(len(parts), self.levels) + 1):
+                prefix = ".".join(parts[:count])
+                if prefix in self.tree.info and (count == self.levels or prefix not in self.tree.children):
+                    box = prefix
+                    break
+        self.cache[path] = box
+        return box
+
+    def placed_in(self, path: str) -> str:
+        """The module a kept node sits in: where it was, or beside the box that took its module."""
+        box = self(path)
+        return path if box is None else self.tree.parent(box)
+
+
+def _kept(node: Node, node_id: str, box_of: _BoxFinder) -> Node:
+    """A node that stays, renumbered; one whose module went into a box sits beside the box.
+
+    A no-grad input moved so keeps the module where the gradient was cut in its
+    attrs (see :func:`~graphviz_autograd.graph.cut_location`).
+    """
+    placed = box_of.placed_in(node.module)
+    if placed == node.module:
+        return node._replace(id=node_id)
+    if node.kind == NO_GRAD:
+        return node._replace(id=node_id, module=placed, attrs=((CUT_IN, cut_location(node)),))
+    return node._replace(id=node_id, module=placed)
+
+
+def _representatives(graph: AutogradGraph, box_of: _BoxFinder) -> dict[str, str]:
+    """The box path of every node a box swallows."""
+    owner: dict[str, str] = {}
+    followers: dict[str, Node] = {}  # saved tensors and anonymous no-grad inputs: they go where their op goes
+    for node in graph.nodes:
+        kind = node.kind
+        if kind == OUTPUT or (kind == NO_GRAD and node.label):
+            continue
+        if kind == SAVED or kind == NO_GRAD:
+            followers[node.id] = node
+            continue
+        box = box_of(node.module)
+        if box is not None:
+            owner[node.id] = box
+    if followers:
+        op_of: dict[str, str] = {}
+        for edge in graph.edges:
+            source, target, kind = edge[0], edge[1], edge[2]
+            if kind == CUT and source in followers:
+                op_of.setdefault(source, target)
+            elif kind == SAVED_BY and target in followers:
+                op_of.setdefault(target, source)
+        for node_id, node in followers.items():
+            op = op_of.get(node_id)
+            box = owner.get(op) if op is not None else None
+            if box is None and node.kind == NO_GRAD:
+                box = box_of(node.module)
+            if box is not None:
+                owner[node_id] = box
+    return owner
+
+
+def _signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
+    ops = Counter(n.label for n in nodes if n.kind == OP)
+    return (info.type_name, info.parameters, tuple(sorted(ops.items())))
+
+
+def _fold(tree: _ModuleTree, members: dict[str, list[Node]]) -> dict[str, str]:
+    """Box path -> the first box of its run of alike consecutive siblings (runs of two or more)."""
+    folded_into: dict[str, str] = {}
+    parents = {tree.parent(path) for path in members}
+    for parent in sorted(parents, key=lambda p: tree.order.get(p, -1)):
+        run: list[str] = []
+        previous = None
+        for child in tree.children.get(parent, []) + [None]:  # type: ignore[operator]
+            signature = _signature(tree.info[child], members[child]) if child in members else None
+            if signature is not None and signature == previous:
+                run.append(child)
+                continue
+            if len(run) > 1:
+                folded_into.update((path, run[0]) for path in run)
+            run = [child] if signature is not None else []
+            previous = signature
+    return folded_into
+
+
+def _box_node(node_id: str, infos: list[ModuleInfo], members: dict[str, list[Node]], tree: _ModuleTree) -> Node:
+    first = infos[0]
+    ops = sum(1 for info in infos for n in members[info.path] if n.kind == OP)
+    params = sum(info.parameters for info in infos)
+    attrs = [("type", first.type_name), ("ops", str(ops)), ("params", str(params))]
+    label = first.path
+    if len(infos) > 1:
+        parent = tree.parent(first.path)
+        # The last path without the part shared with the parent's parent: "h.11", not "transformer.h.11".
+        shared = tree.parent(parent) if parent else ""
+        last = infos[-1].path
+        last = last[len(shared) + 1 :] if shared and last.startswith(shared + ".") else last
+        label = first.path + ELLIPSIS + last
+        attrs += [("repeats", str(len(infos))), ("first", first.path), ("last", infos[-1].path)]
+    return Node(node_id, MODULE, label, attrs=tuple(attrs), module=tree.parent(first.path))
+
+
+def _edges(edges: tuple[Edge, ...], new_id: dict[str, str]) -> tuple[Edge, ...]:
+    """Edges between the new ids: no self-loops, one per (source, target, kind), first one's place.
+
+    A merged edge keeps its shape and dtype only when every edge it stands for agrees.
+    """
+    merged: dict[tuple[str, str, str], Edge] = {}
+    for edge in edges:
+        source, target = new_id[edge[0]], new_id[edge[1]]
+        if source == target:
+            continue
+        key = (source, target, edge[2])
+        seen = merged.get(key)
+        if seen is None:
+            merged[key] = Edge(source, target, edge[2], edge[3], edge[4])
+        elif (seen[3], seen[4]) != (edge[3], edge[4]):
+            merged[key] = seen._replace(shape=None, dtype=None)
+    return tuple(merged.values())

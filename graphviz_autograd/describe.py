@@ -1,0 +1,289 @@
+"""Plain-word descriptions of nodes, for the tooltips of a drawing.
+
+A label stays short (``MulBackward0``); its tooltip says what the node means: the op
+in words, where in the model it was made, the shapes around it. Text only: dot.py
+escapes it.
+
+>>> base_op("NativeLayerNormBackward0"), op_meaning("NativeLayerNormBackward0")
+('native_layer_norm', 'layer normalisation')
+>>> print("\\n".join(describe_op("MulBackward0")))
+Gradient of mul: element-wise multiplication.
+The trailing 0 is PyTorch's overload index, not a layer number.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+from .graph import ACCUMULATE_GRAD, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
+
+# What common ops do, by the base name their backward node is named after.
+OP_MEANINGS = {
+    "abs": "absolute value",
+    "add": "addition",
+    "addcmul": "addition of an element-wise product",
+    "addmm": "matrix multiplication plus a bias (a Linear layer: bias + input @ weight.T)",
+    "as_strided": "a strided view of a tensor (no data copied)",
+    "avg_pool": "average pooling",
+    "adaptive_avg_pool": "adaptive average pooling (to a fixed output size)",
+    "baddbmm": "batched matrix multiplication plus a tensor",
+    "batch_norm": "batch normalisation",
+    "binary_cross_entropy": "binary cross-entropy loss",
+    "bmm": "batched matrix multiplication",
+    "cat": "concatenation of tensors along a dimension",
+    "clamp": "clamping values into a range",
+    "clone": "a copy of a tensor",
+    "convolution": "convolution (a Conv layer)",
+    "copy_slices": "an in-place write into part of a tensor",
+    "cos": "cosine",
+    "cumsum": "cumulative sum",
+    "div": "element-wise division",
+    "dot": "dot product of two vectors",
+    "dropout": "dropout (zeroes random elements while training)",
+    "embedding": "embedding look-up (rows of a weight table picked by index)",
+    "exp": "exponential",
+    "expand": "broadcast to a bigger shape (no data copied)",
+    "gather": "gathering values by index",
+    "gelu": "GELU activation",
+    "index": "indexing with a tensor of indices, x[idx]",
+    "index_put": "writing values at given indices",
+    "index_select": "picking rows by index",
+    "linear": "a Linear layer, input @ weight.T + bias",
+    "log": "natural logarithm",
+    "log_softmax": "log of softmax (log-probabilities)",
+    "masked_fill": "filling masked positions with a value",
+    "matmul": "matrix multiplication",
+    "max": "maximum",
+    "max_pool": "max pooling",
+    "mean": "mean over elements",
+    "min": "minimum",
+    "mm": "matrix multiplication",
+    "mse_loss": "mean squared error loss",
+    "mul": "element-wise multiplication",
+    "mv": "matrix-vector multiplication",
+    "native_batch_norm": "batch normalisation",
+    "native_dropout": "dropout (zeroes random elements while training)",
+    "native_group_norm": "group normalisation",
+    "native_layer_norm": "layer normalisation",
+    "neg": "negation",
+    "nll_loss": "negative log-likelihood loss (after log_softmax: cross-entropy)",
+    "norm": "a vector norm",
+    "permute": "reordering of dimensions (no data copied)",
+    "pow": "power",
+    "relu": "ReLU activation (negative values become zero)",
+    "repeat": "repeating a tensor along dimensions",
+    "reshape": "the same values in a new shape",
+    "rsqrt": "reciprocal square root",
+    "rsub": "subtraction with the operands swapped",
+    "scaled_dot_product": "scaled dot-product attention, softmax(q @ k.T / sqrt(d)) @ v",
+    "select": "one index along a dimension, x[i]",
+    "sigmoid": "sigmoid activation",
+    "silu": "SiLU (swish) activation",
+    "sin": "sine",
+    "slice": "a slice along a dimension, x[a:b]",
+    "softmax": "softmax (scores to probabilities)",
+    "split": "splitting into pieces",
+    "split_with_sizes": "splitting into pieces of given sizes",
+    "sqrt": "square root",
+    "squeeze": "dropping a dimension of size 1",
+    "stack": "stacking tensors along a new dimension",
+    "sub": "subtraction",
+    "sum": "sum over elements",
+    "t": "transpose of a matrix",
+    "tanh": "tanh activation",
+    "to_copy": "a conversion to another dtype or device",
+    "transpose": "swapping two dimensions (no data copied)",
+    "unbind": "splitting into slices along a dimension",
+    "unsafe_view": "a reshape made inside another op such as matmul (no data copied)",
+    "unsqueeze": "adding a dimension of size 1",
+    "view": "the same data in a new shape (no data copied)",
+    "where": "choosing values by a condition",
+}
+
+# Prefixes of backend-specific ops that mean the same as the op without them.
+_BACKEND_PREFIXES = ("cudnn_", "mkldnn_", "miopen_", "native_", "_")
+
+_BACKWARD = re.compile(r"Backward(\d*)$")
+_WORD_START = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z0-9])(?=[A-Z][a-z])")
+_SPATIAL = re.compile(r"(\d+d)?(_with_indices)?$")  # max_pool2d_with_indices -> max_pool
+
+ACCUMULATE_GRAD_TEXT = "Stores the gradient of a leaf tensor in its .grad."
+NO_GRAD_TEXT = "No gradient flows back through this input."
+ANONYMOUS_NO_GRAD_TEXT = "A constant, a tensor without requires_grad, or one made under no_grad() or by detach()."
+SAVED_NOTES = {
+    "freed": "backward() already released its buffer",
+    "modified in place": "an in-place op changed it after it was saved; backward() would fail on it",
+}
+
+
+def base_op(label: str) -> str:
+    """The op a backward node's name comes from: ``AddmmBackward0`` -> ``addmm``.
+
+    >>> base_op("MaxPool2DWithIndicesBackward0"), base_op("MyFunctionBackward"), base_op("CopySlices")
+    ('max_pool2d_with_indices', 'my_function', 'copy_slices')
+    """
+    name = _BACKWARD.sub("", label.rpartition("::")[2]) or label
+    return _WORD_START.sub("_", name).lower()
+
+
+def op_meaning(label: str) -> Optional[str]:
+    """What the op behind a backward node does, in plain words; None when unknown."""
+    name = base_op(label)
+    candidates = [name, _SPATIAL.sub("", name)]
+    for prefix in _BACKEND_PREFIXES:
+        candidates += [c[len(prefix) :] for c in candidates[:2] if c.startswith(prefix)]
+    for candidate in candidates:
+        if candidate in OP_MEANINGS:
+            return OP_MEANINGS[candidate]
+    for candidate in candidates:
+        for known, meaning in OP_MEANINGS.items():
+            if len(known) > 3 and candidate.startswith(known):
+                return meaning
+    return None
+
+
+def overload_index(label: str) -> Optional[str]:
+    """The digits after ``Backward`` in an op name (``MulBackward0`` -> ``0``), if any."""
+    match = _BACKWARD.search(label)
+    return match.group(1) if match and match.group(1) else None
+
+
+def describe_op(label: str) -> list[str]:
+    """The lines that explain a backward op node beyond its name, which its label shows."""
+    name = base_op(label)
+    meaning = op_meaning(label)
+    if meaning is not None:
+        lines = [f"Gradient of {name}: {meaning}."]
+    else:
+        lines = [f"Gradient of {name} (a custom autograd.Function, or an op not described here)."]
+    index = overload_index(label)
+    if index is not None:
+        lines.append(f"The trailing {index} is PyTorch's overload index, not a layer number.")
+    return lines
+
+
+def count_text(count: int) -> str:
+    """A count as a short number: 768, 12.3k, 7.1M, 1.5B.
+
+    >>> count_text(768), count_text(7_087_872), count_text(124_439_808), count_text(2_000_000)
+    ('768', '7.1M', '124.4M', '2M')
+    """
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if count >= size:
+            return f"{count / size:.1f}".rstrip("0").rstrip(".") + suffix
+    return str(count)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def module_summary(node: Node) -> dict[str, str]:
+    """A module box's attrs as a dict (type, ops, params; repeats, first and last when folded)."""
+    return dict(node.attrs)
+
+
+def module_label_lines(node: Node) -> list[str]:
+    """The lines under a module box's path: its class (×N when folded), ops and parameters."""
+    summary = module_summary(node)
+    repeats = summary.get("repeats")
+    kind_line = summary.get("type", "")
+    if repeats:
+        kind_line += f" \u00d7{repeats}"
+    counts = plural(int(summary.get("ops", "0")), "op")
+    params = int(summary.get("params", "0"))
+    if params:
+        counts += f", {count_text(params)} params"
+    return [kind_line, counts]
+
+
+def shape_text(shape: Optional[tuple[int, ...]]) -> str:
+    """Shapes written as the tutorials show them: ``(1)``, ``(3, 4)``, ``()``."""
+    if shape is None:
+        return "(shape unknown)"
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+def tensor_description(node: Node, show_device: bool = False) -> str:
+    """``shape (2, 3), float32``, with the device only when asked (it would make output device-specific).
+
+    >>> tensor_description(Node("n0", "parameter", "w", shape=(2, 3), dtype="float16", device="cpu"), True)
+    'shape (2, 3), float16, on cpu'
+    """
+    parts = [f"shape {shape_text(node.shape)}"]
+    if node.dtype:
+        parts.append(node.dtype)
+    if show_device and node.device:
+        parts.append(f"on {node.device}")
+    return ", ".join(parts)
+
+
+def describe(
+    node: Node,
+    *,
+    show_attrs: bool = False,
+    show_device: bool = False,
+    inputs: Iterable[str] = (),
+    outputs: Iterable[str] = (),
+) -> list[str]:
+    """The tooltip lines of ``node``: what its short label leaves out.
+
+    ``inputs`` and ``outputs`` are the shapes along its edges, when the walk collected them.
+
+    >>> describe(Node("n3", "accumulate_grad", "AccumulateGrad", module="fc"), inputs=["(2, 4)"])
+    ['Stores the gradient of a leaf tensor in its .grad.', 'module: fc', 'inputs: (2, 4)']
+    """
+    kind = node.kind
+    lines: list[str]
+    if kind == OP:
+        lines = describe_op(node.label)
+    elif kind == ACCUMULATE_GRAD:
+        lines = [ACCUMULATE_GRAD_TEXT]
+    elif kind == NO_GRAD:
+        lines = [NO_GRAD_TEXT]
+        if node.label:
+            cut_in = cut_location(node)
+            where = f" in {cut_in}" if cut_in else ""
+            lines.append(f"Cut by {node.label}{where}.")
+        else:
+            lines.append(ANONYMOUS_NO_GRAD_TEXT)
+    elif kind == MODULE:
+        lines = _describe_module(node)
+    else:
+        what = {OUTPUT: "output", PARAMETER: "parameter", LEAF: "leaf tensor", SAVED: "saved for backward:"}.get(
+            kind, kind
+        )
+        lines = [f"{what} {node.label}" if node.label else what, tensor_description(node, show_device)]
+        if kind == SAVED and node.note:
+            lines.append(f"[{node.note}]: {SAVED_NOTES.get(node.note, node.note)}.")
+    if node.module and kind not in (NO_GRAD, MODULE):
+        lines.append(f"module: {node.module}")
+    if kind in (OP, ACCUMULATE_GRAD):
+        inputs, outputs = list(inputs), list(outputs)
+        if inputs:
+            lines.append("inputs: " + ", ".join(inputs))
+        if outputs:
+            lines.append("output: " + ", ".join(outputs))
+        if show_attrs and node.attrs:
+            lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in node.attrs))
+    return lines
+
+
+def _describe_module(node: Node) -> list[str]:
+    summary = module_summary(node)
+    type_name = summary.get("type", "")
+    ops, params = int(summary.get("ops", "0")), int(summary.get("params", "0"))
+    repeats = int(summary.get("repeats", "1"))
+    if repeats > 1:
+        lines = [
+            f"{repeats} consecutive {type_name} modules with the same ops and parameter count, drawn as one box:",
+            f"from {summary.get('first', '')} to {summary.get('last', '')}",
+            f"each: {plural(ops // repeats, 'op')}, {count_text(params // repeats)} params; "
+            f"in all: {plural(ops, 'op')}, {count_text(params)} params",
+        ]
+    else:
+        lines = [f"{node.label} ({type_name}) drawn as one box: {plural(ops, 'op')}, {count_text(params)} params"]
+    if node.module:
+        lines.append(f"inside: {node.module}")
+    return lines
