@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Optional
 
 from .errors import OptionError
-from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location
+from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location
 
 # Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
 ELLIPSIS = " \u2026 "
@@ -183,8 +183,8 @@ def _representatives(graph: AutogradGraph, box_of: _BoxFinder) -> dict[str, str]
     followers: dict[str, Node] = {}  # saved tensors and anonymous no-grad inputs: they go where their op goes
     for node in graph.nodes:
         kind = node.kind
-        if kind == OUTPUT or (kind == NO_GRAD and node.label):
-            continue
+        if kind == OUTPUT or (kind == NO_GRAD and node.label and node.note not in PLAIN_INPUT_REASONS):
+            continue  # kept: a cut that stops a gradient is what a summary must still show
         if kind == SAVED or kind == NO_GRAD:
             followers[node.id] = node
             continue

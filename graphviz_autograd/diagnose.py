@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 import torch
 
 from .errors import InputTypeError, OptionError
-from .graph import ACCUMULATE_GRAD, DATA, LEAF, NO_GRAD, PARAMETER, SAVED, SAVED_BY, AutogradGraph
+from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, AutogradGraph
 from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
 from .walk import SAVED_TENSOR_OF, Params, _parameter_names, named_tensors, walk
 
@@ -67,7 +67,7 @@ INPUT_CUTS = {
 }
 # Data inputs (requires_grad=False) and integer tensors have no gradient to lose:
 # every model has them, and a finding for each would bury the ones that matter.
-EXPECTED_INPUTS = {"requires_grad_false", "integer"}
+EXPECTED_INPUTS = {REQUIRES_GRAD_FALSE, INTEGER}
 FROZEN_CUT = "frozen"
 
 # A gradient norm this many powers of ten away from the median of its peers is flagged.

@@ -27,6 +27,21 @@ NO_GRAD = "no_grad"  # an input slot that carries no gradient (a None in next_fu
 SAVED = "saved"  # a tensor an op saved for backward (only with show_saved)
 MODULE = "module"  # a module drawn as one box by collapse(); attrs hold its summary
 
+# Why an input carries no gradient (Node.note of a no_grad node, set by a recorder).
+DETACH = "detach"  # .detach() / .detach_()
+DATA_ATTRIBUTE = "data"  # read through .data
+NO_GRAD_MODE = "no_grad"  # made under torch.no_grad()
+INFERENCE_MODE = "inference_mode"  # made under torch.inference_mode()
+FROZEN = "frozen"  # a parameter with requires_grad=False, or computed from one
+BUFFER = "buffer"  # a registered buffer
+REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant without requires_grad
+INTEGER = "integer"  # an integer or bool tensor
+
+REASON_CODES = (DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER)
+# Inputs that never had a gradient to lose, as every model has: a summary view
+# (collapse) folds them away like unnamed ones.
+PLAIN_INPUT_REASONS = frozenset((BUFFER, REQUIRES_GRAD_FALSE, INTEGER))
+
 NODE_KINDS = (OUTPUT, OP, ACCUMULATE_GRAD, PARAMETER, LEAF, NO_GRAD, SAVED, MODULE)
 
 # Edge kinds.

@@ -38,20 +38,19 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .errors import InputTypeError
-from .graph import ModuleInfo
+from .graph import (
+    BUFFER,
+    DATA_ATTRIBUTE,
+    DETACH,
+    FROZEN,
+    INFERENCE_MODE,
+    INTEGER,
+    NO_GRAD_MODE,
+    REQUIRES_GRAD_FALSE,
+    ModuleInfo,
+)
 from .walk import named_tensors
 
-# Reason codes of a no-grad input (Node.note of a no_grad node) and how a label says them.
-DETACH = "detach"
-DATA_ATTRIBUTE = "data"
-NO_GRAD_MODE = "no_grad"
-INFERENCE_MODE = "inference_mode"
-FROZEN = "frozen"
-BUFFER = "buffer"
-REQUIRES_GRAD_FALSE = "requires_grad_false"
-INTEGER = "integer"
-
-REASON_CODES = (DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER)
 
 # (code, label text, module where the gradient was cut)
 Reason = tuple[str, str, str]

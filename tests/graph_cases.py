@@ -6,6 +6,7 @@ options. The golden tests draw each one; other tests reuse them.
 
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,3 +321,29 @@ def shared_weights_rnn() -> Case:
     for x in torch.randn(10, 1, 3):
         h = cell(x, h)
     return Case(h.sum(), cell)
+
+
+@functools.lru_cache(maxsize=1)
+def _gpt2_small() -> tuple[Any, Any, Any]:
+    """GPT-2 small (12 layers) from its config, no weights, recorded once for both depths."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).eval()
+    with record(model) as recorder:
+        logits = model(torch.arange(8).unsqueeze(0)).logits
+    return logits, model, recorder
+
+
+@case
+def gpt2_small_depth1() -> Case:
+    """GPT-2 small with each module one level below the model as a box: the 12 blocks are one."""
+    logits, model, recorder = _gpt2_small()
+    return Case(logits, model, {"recorder": recorder, "depth": 1})
+
+
+@case
+def gpt2_small_depth2() -> Case:
+    """GPT-2 small two levels down: the 12 identical blocks fold into one box marked ×12."""
+    logits, model, recorder = _gpt2_small()
+    return Case(logits, model, {"recorder": recorder, "depth": 2})
