@@ -675,8 +675,8 @@ def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
     """Per-node attributes marking errors and warnings, and key entries explaining them.
 
     A node gets the border of its most severe finding and the findings' messages
-    as its tooltip; info findings are not drawn. Findings that point at no node
-    are listed in a note.
+    as its tooltip; info findings are not drawn, but for the memory saved for
+    backward (listed in a note). Findings that point at no node are listed in a note.
 
     >>> styles, key = finding_styles([Finding("error", "grad_nonfinite", "w: NaN", ("n3",), "w")])
     >>> styles["n3"]["color"], key[0][0]
@@ -686,7 +686,10 @@ def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
     messages: dict[str, list[str]] = {}
     counts: dict[tuple[str, str], int] = {}
     loose: list[str] = []
+    memory: list[str] = []
     for finding in findings:
+        if finding.code == SAVED_MEMORY:
+            memory.append(finding.message)
         if finding.severity not in SEVERITY_STYLES:
             continue
         counts[(finding.severity, finding.code)] = counts.get((finding.severity, finding.code), 0) + 1
@@ -709,6 +712,8 @@ def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
         if len(loose) > MAX_NOTE_LINES:
             shown.append(f"... and {len(loose) - MAX_NOTE_LINES} more")
         key.append((["not in the graph:", *shown], {"shape": "note", "style": "filled", "fillcolor": "white"}))
+    if memory:  # what decides activation memory: the top consumers (walks that collected saved tensors)
+        key.append((["memory saved for backward:", *memory[:MAX_NOTE_LINES]], {"shape": "note", "style": "filled", "fillcolor": "white"}))
     return styles, key
 
 

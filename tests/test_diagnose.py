@@ -368,3 +368,12 @@ def test_findings_from_a_recorded_forward_pass():
     }
     messages = {f.subject: f.message for f in findings}
     assert "at the top level" in messages["detach()"] and "no_grad" in messages["no_grad()"]
+
+
+def test_make_dot_lists_the_memory_saved_for_backward_in_a_note():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    loss = model(torch.randn(3, 4)).sum()
+    source = make_dot(loss, model, show_saved=True, diagnose=True).source
+    note = next(line for line in source.splitlines() if "memory saved for backward:" in line)
+    assert "saves" in note and "B for backward" in note
+    assert "memory saved for backward" not in make_dot(loss, model, diagnose=True).source  # nothing collected
