@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import click
 import torch
@@ -41,6 +41,25 @@ STDOUT_FORMATS = ("dot", "svg", JSON)  # text formats; PDF and PNG would garble 
 DEFAULT_FORMAT = "pdf"
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _model_run_options(command: Callable) -> Callable:
+    """The options both commands take to run a model: --input-shape and --train/--eval."""
+    command = click.option(
+        "--train/--eval",
+        "training",
+        default=None,
+        help="Run the model in train or eval mode (on a copy). Default: the mode the model file leaves it in.",
+    )(command)
+    return click.option(
+        "--input-shape",
+        "input_shapes",
+        multiple=True,
+        metavar="N,N,...",
+        callback=lambda ctx, param, value: _parse_input_shapes(value),
+        help="Run on a random float input of this shape instead of the model's example inputs; "
+        "repeat for several positional inputs.",
+    )(command)
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -71,21 +90,7 @@ def main() -> None:
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
     help="Output format, whatever the suffix of -o. json is the walked graph as plain data.",
 )
-@click.option(
-    "--input-shape",
-    "input_shapes",
-    multiple=True,
-    metavar="N,N,...",
-    callback=lambda ctx, param, value: _parse_input_shapes(value),
-    help="Run on a random float input of this shape instead of the model's example inputs; "
-    "repeat for several positional inputs.",
-)
-@click.option(
-    "--train/--eval",
-    "training",
-    default=None,
-    help="Run the model in train or eval mode (on a copy). Default: the mode the model file leaves it in.",
-)
+@_model_run_options
 @click.option(
     "--params/--no-params",
     "name_leaves",
@@ -243,21 +248,7 @@ def render(
     short_help="Report why parameters may not learn: unused, stray, frozen, cut, bad gradients.",
 )
 @click.argument("model", metavar="MODEL")
-@click.option(
-    "--input-shape",
-    "input_shapes",
-    multiple=True,
-    metavar="N,N,...",
-    callback=lambda ctx, param, value: _parse_input_shapes(value),
-    help="Run on a random float input of this shape instead of the model's example inputs; "
-    "repeat for several positional inputs.",
-)
-@click.option(
-    "--train/--eval",
-    "training",
-    default=None,
-    help="Run the model in train or eval mode (on a copy). Default: the mode the model file leaves it in.",
-)
+@_model_run_options
 @click.option("--json", "as_json", is_flag=True, help="Write the findings as JSON instead of a table.")
 @click.option(
     "--top-memory",

@@ -236,22 +236,11 @@ def _recorded(model: nn.Module, *inputs: Any, options: Optional[dict] = None) ->
     return Case(out, model, {"recorder": recorder, **(options or {})})
 
 
-class _Affine(nn.Module):
-    """The tutorials' example: w * x + b * z.detach(), with x a plain tensor."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = nn.Parameter(torch.tensor([4.0]))
-        self.b = nn.Parameter(torch.tensor([0.5]))
-
-    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        return self.w * x + self.b * z.detach()
-
-
 @case
 def recorded_requires_grad_false_vs_detach() -> Case:
-    """x never required grad, z was cut off with detach(): the picture names both."""
-    return _recorded(_Affine(), torch.tensor([1.0]), torch.tensor([2.0], requires_grad=True))
+    """The tutorials' example: x never required grad, z was cut off with detach(); the picture names both."""
+    loaded = load_model_file(SAMPLES / "detach_vs_no_grad.py")
+    return _recorded(loaded.model, *loaded.example_inputs)
 
 
 class _FrozenBackbone(nn.Module):
