@@ -13,6 +13,7 @@ The trailing 0 is PyTorch's overload index, not a layer number.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Optional
 
@@ -151,6 +152,14 @@ def overload_index(label: str) -> Optional[str]:
 
 def describe_op(label: str) -> list[str]:
     """The lines that explain a backward op node beyond its name, which its label shows."""
+    return list(_op_lines(label))
+
+
+# A big graph names the same few ops thousands of times, and working out the words
+# takes a few regular expressions each: done once per op name. A tuple, so that no
+# caller can change the cached lines.
+@functools.lru_cache(maxsize=4096)
+def _op_lines(label: str) -> tuple[str, ...]:
     name = base_op(label)
     meaning = op_meaning(label)
     if meaning is not None:
@@ -160,7 +169,7 @@ def describe_op(label: str) -> list[str]:
     index = overload_index(label)
     if index is not None:
         lines.append(f"The trailing {index} is PyTorch's overload index, not a layer number.")
-    return lines
+    return tuple(lines)
 
 
 def count_text(count: int) -> str:
@@ -219,6 +228,20 @@ def tensor_description(node: Node, show_device: bool = False) -> str:
     return ", ".join(parts)
 
 
+# How a tooltip's first line names a tensor node of each kind.
+TENSOR_WHAT = {OUTPUT: "output", PARAMETER: "parameter", LEAF: "leaf tensor", SAVED: "saved for backward:"}
+
+
+def tensor_headline(kind: str, name: str) -> str:
+    """The first tooltip line of a tensor node, the only one that holds its name: ``parameter fc.weight``.
+
+    >>> tensor_headline("parameter", "fc.weight"), tensor_headline("output", "")
+    ('parameter fc.weight', 'output')
+    """
+    what = TENSOR_WHAT.get(kind, kind)
+    return f"{what} {name}" if name else what
+
+
 def describe(
     node: Node,
     *,
@@ -251,10 +274,7 @@ def describe(
     elif kind == MODULE:
         lines = _describe_module(node)
     else:
-        what = {OUTPUT: "output", PARAMETER: "parameter", LEAF: "leaf tensor", SAVED: "saved for backward:"}.get(
-            kind, kind
-        )
-        lines = [f"{what} {node.label}" if node.label else what, tensor_description(node, show_device)]
+        lines = [tensor_headline(kind, node.label), tensor_description(node, show_device)]
         if kind == SAVED and node.note:
             lines.append(f"[{node.note}]: {SAVED_NOTES.get(node.note, node.note)}.")
     if node.module and kind not in (NO_GRAD, MODULE):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Optional, Sequence
 
-from .describe import describe, module_label_lines, shape_text
+from .describe import describe, module_label_lines, shape_text, tensor_headline
 from .errors import OptionError
 from .graph import (
     ACCUMULATE_GRAD,
@@ -32,6 +32,8 @@ from .graph import (
     NO_GRAD,
     NODE_KINDS,
     OP,
+    OUTPUT,
+    PARAMETER,
     SAVED,
     AutogradGraph,
     Edge,
@@ -56,6 +58,8 @@ DEFAULT_DTYPE = "float32"
 UNNAMED = "(unnamed)"
 NO_GRAD_TEXT = "no grad"
 
+# Kinds whose box shows a tensor's name over its shape (see _Writer.tensor_values).
+_TENSOR_KINDS = frozenset((OUTPUT, PARAMETER, LEAF, SAVED))
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
 _DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
 # Characters shown as an escape instead of written raw: control characters (C0 and
@@ -353,6 +357,11 @@ class _Writer:
         self.show_device = show_device
         self.styles = styles
         self.edge_shapes = _edge_shapes(graph.edges)
+        self.templates: dict[str, tuple[str, str, str]] = {}  # node kind -> _attr_template() of its style
+        self.op_labels: dict[str, str] = {}  # op name -> its label value
+        # (kind, shape, dtype, device, attrs, note, module) -> (shape line, rest of the tooltip),
+        # both written: what a tensor node shows but its name (see tensor_values).
+        self.tensor_parts: dict[tuple, tuple[str, str]] = {}
 
     def node_lines(self, nodes: Iterable[Node]) -> list[str]:
         """One line per node: ``\\t<id> [<attributes>]\\n``.
@@ -384,15 +393,34 @@ class _Writer:
 
     def node_attrs(self, node: Node, overlay: Optional[Mapping[str, str]] = None) -> str:
         """The bracketed attribute list of one node, as its line writes it, with ``overlay`` laid over."""
+        if overlay:
+            return self.overlaid_attrs(node, overlay)
+        # Every node of a kind has the same attributes but its label and tooltip: those
+        # two are written into the kind's template, which was sorted and quoted once,
+        # instead of building, sorting and quoting a dict per node. The same text as
+        # overlaid_attrs(node, {}) (the golden files hold it).
+        kind = node.kind
+        template = self.templates.get(kind)
+        if template is None:
+            template = self.templates[kind] = _attr_template(self.styles[kind])
+        head, middle, tail = template
+        values = self.tensor_values(node) if kind in _TENSOR_KINDS else None
+        if values is not None:
+            label_value, tooltip = values
+        else:
+            label_value, tooltip = self.label_value(node), None
+        if not middle:  # the theme set the tooltip: it is in the template already
+            return head + label_value + tail
+        if tooltip is None:
+            tooltip = tooltip_value(self.tooltip_lines(node))
+        return head + label_value + middle + tooltip + tail
+
+    def overlaid_attrs(self, node: Node, overlay: Mapping[str, str]) -> str:
+        """:meth:`node_attrs` with ``overlay`` laid over (a tooltip in it goes first in the node's)."""
         kind = node.kind
         style = self.styles[kind]
         attrs = dict(style)
-        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
-            attrs["label"] = self.quoted_id_or_label(node.label)
-        else:
-            lines, left = self.label_lines(node)
-            attrs["label"] = label(lines, left)
-        overlay = overlay or {}
+        attrs["label"] = self.label_value(node)
         if "tooltip" in style:  # a theme's tooltip wins
             attrs["tooltip"] = attr_value(style["tooltip"])
         else:
@@ -400,6 +428,48 @@ class _Writer:
             attrs["tooltip"] = tooltip_value(first + self.tooltip_lines(node))
         attrs.update((str(k), str(v)) for k, v in overlay.items() if k not in ("label", "tooltip"))
         return f"[{attr_list(attrs, quoted=('label', 'tooltip'))}]"
+
+    def tensor_values(self, node: Node) -> Optional[tuple[str, str]]:
+        """The label and tooltip values of a tensor node, from parts written once per
+        shape, dtype and module; None for a node they do not fit (then written in full).
+
+        A model's parameters all differ by name, but the name is all that differs
+        between most of them, and it needs no escaping: such a node's label is
+        ``"<name>\\n<shape line>"`` and its tooltip ``"<headline>\\n<rest>"``
+        with only the name written per node. A name with characters to escape,
+        a leaf drawn as unnamed and a saved tensor with a note take the full path.
+        """
+        kind, name = node[1], node[2]
+        if _NEEDS_ESCAPE.search(name) or (kind == LEAF and self.params_given) or (kind == SAVED and node.note):
+            return None
+        key = (kind, *node[3:])
+        try:
+            parts = self.tensor_parts.get(key)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return None
+        if parts is None:
+            lines, _ = self.label_lines(node)
+            # The tooltip's first line is tensor_headline(); the rest does not name
+            # the node. Joined after a line with nothing to escape, the rest is
+            # escaped as it would be in the whole text.
+            parts = self.tensor_parts[key] = (escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1])
+        shape_line, rest = parts
+        headline = tensor_headline(kind, name)
+        if not name:
+            return f'"{shape_line}"', f'"{headline}\\n{rest}"'
+        return f'"{self.cut_name(name)}\\n{shape_line}"', f'"{headline}\\n{rest}"'
+
+    def label_value(self, node: Node) -> str:
+        """The value of a node's ``label`` attribute, quoted as needed."""
+        kind = node.kind
+        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
+            # A recorded graph has the same op in many modules: its label is one text.
+            value = self.op_labels.get(node.label)
+            if value is None:
+                value = self.op_labels[node.label] = self.quoted_id_or_label(node.label)
+            return value
+        lines, left = self.label_lines(node)
+        return label(lines, left)
 
     @staticmethod
     def quoted_id_or_label(text: str) -> str:
@@ -459,6 +529,30 @@ class _Writer:
         rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
         rule = "-" * max(len(node.label), max(len(r) for r in rows))
         return [node.label, rule, *rows]
+
+
+def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
+    """A kind's bracketed attribute list cut where a node's label and tooltip go: ``(head, middle, tail)``.
+
+    ``head + label + middle + tooltip + tail`` is what :func:`attr_list` writes for
+    the style with that label and tooltip; ``middle`` is '' when the style fixes
+    the tooltip (then ``head + label + tail``).
+
+    >>> _attr_template({"fillcolor": "lightblue"})
+    ('[fillcolor=lightblue label=', ' tooltip=', ']')
+    """
+    # Written by attr_list itself around two placeholders, so that key order and
+    # quoting are its own. Escaping shows control characters as \\xNN, so no
+    # written key or value holds a raw one: the placeholders are the only ones.
+    attrs = dict(style, label="\x00")
+    fixed_tooltip = "tooltip" in style
+    attrs["tooltip"] = attr_value(style["tooltip"]) if fixed_tooltip else "\x01"
+    written = f"[{attr_list(attrs, quoted=('label', 'tooltip'))}]"
+    head, rest = written.split("\x00")
+    if fixed_tooltip:
+        return head, "", rest
+    middle, tail = rest.split("\x01")
+    return head, middle, tail
 
 
 def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
