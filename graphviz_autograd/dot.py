@@ -20,6 +20,8 @@ digraph {
 from __future__ import annotations
 
 import re
+from functools import partial
+from operator import is_not, itemgetter
 from typing import Iterable, Mapping, Optional, Sequence
 
 from .describe import describe, module_label_lines, shape_text, tensor_headline
@@ -58,6 +60,7 @@ DEFAULT_DTYPE = "float32"
 UNNAMED = "(unnamed)"
 NO_GRAD_TEXT = "no grad"
 
+_is_not_none = partial(is_not, None)
 # Kinds whose box shows a tensor's name over its shape (see _Writer.tensor_values).
 _TENSOR_KINDS = frozenset((OUTPUT, PARAMETER, LEAF, SAVED))
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
@@ -235,9 +238,12 @@ def body_lines(
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
     hidden = set()
-    if not show_no_grad:
+    # The kinds present, in one C-level pass: most graphs have no saved tensors to
+    # hide, and then nothing is scanned node by node.
+    kinds = set(map(itemgetter(1), graph.nodes))
+    if not show_no_grad and NO_GRAD in kinds:
         hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
-    if not show_saved:
+    if not show_saved and SAVED in kinds:
         hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
 
     graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
@@ -373,6 +379,7 @@ class _Writer:
         a million-op chain writes three, not two million.
         """
         attrs_by_content: dict = {}
+        cached = attrs_by_content.get
         lines = []
         add_line = lines.append
         shapes = self.edge_shapes
@@ -382,12 +389,15 @@ class _Writer:
                 add_line(f"\t{node[0]} {self.node_attrs(node, node_styles[node[0]])}\n")
                 continue
             content = node[1:] if shapes is None else (node[1:], shapes.get(node[0]))
+            # get() rather than catching KeyError: every parameter of a model misses,
+            # and raising and catching costs more than writing its attributes.
             try:
-                attrs = attrs_by_content[content]
-            except KeyError:
-                attrs = attrs_by_content[content] = self.node_attrs(node)
+                attrs = cached(content)
             except TypeError:  # a hand-built node holding a list cannot be a key
                 attrs = self.node_attrs(node)
+            else:
+                if attrs is None:
+                    attrs = attrs_by_content[content] = self.node_attrs(node)
             add_line(f"\t{node[0]} {attrs}\n")
         return lines
 
@@ -557,7 +567,8 @@ def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
 
 def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
-    if not any(e[3] is not None for e in edges):
+    # Looked for in C (a shape may be (), so not by truth): a walk without shapes has none.
+    if next(filter(_is_not_none, map(itemgetter(3), edges)), None) is None:
         return None
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}

@@ -398,7 +398,9 @@ class _Walker:
         name = self.parameter_names.get(id(tensor))
         kind = LEAF if name is None else PARAMETER
         owner = self.recorder.owner(name) if self.recorder is not None and name else ""
-        self.nodes[index] = Node(self.ids[index], kind, name or "", *_tensor_meta(tensor), module=owner)
+        # Called once per parameter, hundreds of times for a model: _record, as in drain().
+        shape, dtype, device = _tensor_meta(tensor)
+        self.nodes[index] = _record(Node, (self.ids[index], kind, name or "", shape, dtype, device, (), "", owner))
         return index
 
     # --- saved values (show_attrs / show_saved) ---
@@ -511,8 +513,13 @@ def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
     except (RuntimeError, TypeError, ValueError):  # strided nested tensors have no shape at all
         size = None
     # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
-    shape = size if size is not None and all(isinstance(s, int) for s in size) else None
+    shape = size if size is not None and all(map(_is_int, size)) else None
     return shape, _dtype_name(t.dtype), _device_name(t.device)
+
+
+# isinstance(s, int) as a C function: all(map(...)) then runs without a Python-level
+# generator, which halves the check on the shape of every parameter of a model.
+_is_int = int.__instancecheck__
 
 
 def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
@@ -521,7 +528,7 @@ def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
         size = tuple(meta.shape)
     except (RuntimeError, TypeError, ValueError, AttributeError):  # nested tensors
         size = None
-    shape = size if size is not None and all(isinstance(s, int) for s in size) else None
+    shape = size if size is not None and all(map(_is_int, size)) else None
     return shape, _dtype_name(meta.dtype)
 
 
