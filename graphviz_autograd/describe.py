@@ -211,7 +211,7 @@ def shape_text(shape: Optional[tuple[int, ...]]) -> str:
     """Shapes written as the tutorials show them: ``(1)``, ``(3, 4)``, ``()``."""
     if shape is None:
         return "(shape unknown)"
-    return "(" + ", ".join(str(s) for s in shape) + ")"
+    return "(" + ", ".join(map(str, shape)) + ")"
 
 
 def tensor_description(node: Node, show_device: bool = False) -> str:

@@ -72,6 +72,7 @@ _UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff
 # Every character escape() changes; most labels hold none, and one search is
 # cheaper than the passes below.
 _NEEDS_ESCAPE = re.compile(r'[\\"&\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
+_NEEDS_ESCAPE_BUT_NEWLINE = re.compile(r'[\\"&\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
 
 
 def escape(text: str, line_end: str = "\\n") -> str:
@@ -90,6 +91,10 @@ def escape(text: str, line_end: str = "\\n") -> str:
     """
     if not _NEEDS_ESCAPE.search(text):
         return text
+    if not _NEEDS_ESCAPE_BUT_NEWLINE.search(text):
+        # Every tooltip has line breaks and most have nothing else to escape: one
+        # replace instead of the passes below, which would change nothing else.
+        return text.replace("\n", line_end)
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", line_end).replace("\t", " ")
     if _UNSHOWABLE.search(text):
@@ -325,6 +330,8 @@ def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], write
             children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
 
     lines = writer.node_lines(by_module.get("", ()))
+    # Every cluster has the same attributes but its title: sorted and quoted once.
+    before_title, after_title = _around_label(CLUSTER_ATTRS)
     # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
     stack: list[tuple[Optional[str], int]] = [(path, 1) for path in reversed(children.get("", []))]
     while stack:
@@ -335,9 +342,8 @@ def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], write
             continue
         module = modules[index[path]]
         title = f"{module.path} ({module.type_name})" if module.type_name else module.path
-        attrs = dict(CLUSTER_ATTRS, label=quote(title))
         lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
-        lines.append(f"{indent}\tgraph [{attr_list(attrs)}]\n")
+        lines.append(f"{indent}\tgraph [{before_title}{quote(title)}{after_title}]\n")
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
         stack.append((None, depth))
         stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
@@ -541,6 +547,17 @@ class _Writer:
         return [node.label, rule, *rows]
 
 
+def _around_label(attrs: Mapping[str, str]) -> tuple[str, str]:
+    """What :func:`attr_list` writes for ``attrs`` with a label, cut where the label's value goes.
+
+    >>> _around_label({"style": "rounded", "color": "gray60"})
+    ('color=gray60 label=', ' style=rounded')
+    """
+    # A placeholder no written text can hold (see _attr_template).
+    before, after = attr_list(dict(attrs, label="\x00")).split("\x00")
+    return before, after
+
+
 def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
     """A kind's bracketed attribute list cut where a node's label and tooltip go: ``(head, middle, tail)``.
 
@@ -572,10 +589,16 @@ def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str,
         return None
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}
+    texts: dict[tuple, str] = {}  # (shape, dtype) -> text: a model has far fewer shapes than edges
     for e in edges:
         if e[2] != DATA or e[3] is None:
             continue
-        text = edge_shape_text(e[3], e[4])
+        try:
+            text = texts.get((e[3], e[4]))
+        except TypeError:  # a hand-built edge whose shape is a list
+            text = edge_shape_text(e[3], e[4])
+        if text is None:
+            text = texts[(e[3], e[4])] = edge_shape_text(e[3], e[4])
         ins.setdefault(e[1], []).append(text)
         shown = outs.setdefault(e[0], [])
         if text not in shown:  # one output feeding many ops: its shape once
