@@ -104,7 +104,8 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
         _stop(process)
         raise RenderError(
             f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. "
-            "Pass a larger timeout=, or write .dot and lay it out separately."
+            "Pass a larger timeout= (--timeout on the command line), draw it with layout='fixed' "
+            "(--layout fixed), collapse it with depth= (--depth), or write .dot and lay it out separately."
         ) from None
     except BaseException:
         _stop(process)

@@ -285,7 +285,7 @@ def test_timeout_stops_dot_and_what_it_started(old_target, fake_dot, tmp_path):
         """
     )
     started = time.monotonic()
-    with pytest.raises(RenderError, match=r"did not finish laying out the graph within 0\.5 s\. Pass a larger timeout="):
+    with pytest.raises(RenderError, match=r"did not finish laying out the graph within 0\.5 s\. Pass a larger timeout= \(--timeout on the command line\)"):
         render_module.render_source(SOURCE, old_target, timeout=0.5)
     assert time.monotonic() - started < 15
     assert_untouched(old_target)
