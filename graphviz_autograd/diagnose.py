@@ -23,6 +23,7 @@ import torch
 from .errors import InputTypeError, OptionError
 from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, AutogradGraph
 from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from .record import Recorder
 from .walk import SAVED_TENSOR_OF, Params, _parameter_names, named_tensors, walk
 
 ERROR = "error"
@@ -116,7 +117,7 @@ def check(
     outputs: Any = None,
     model: Optional[torch.nn.Module] = None,
     params: Params = None,
-    recorder: Any = None,
+    recorder: Optional[Recorder] = None,
     *,
     inputs: Any = None,
     backward: bool = False,
@@ -159,7 +160,7 @@ def examine(
     outputs: Any = None,
     model: Optional[torch.nn.Module] = None,
     params: Params = None,
-    recorder: Any = None,
+    recorder: Optional[Recorder] = None,
     *,
     inputs: Any = None,
     backward: bool = False,
@@ -310,7 +311,7 @@ class _KnownTensors:
         return stray
 
 
-def _as_graph(outputs: Any, known: _KnownTensors, recorder: Any, collect_saved: bool) -> AutogradGraph:
+def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], collect_saved: bool) -> AutogradGraph:
     if isinstance(outputs, AutogradGraph):
         if known.parameters and not outputs.params_given:
             raise OptionError(
