@@ -275,3 +275,60 @@ def test_cli_rejects_an_unknown_layout(tmp_path):
     result = invoke("render", REPO / "samples" / "affine.py", "-o", tmp_path / "a.svg", "--layout", "spring")
     assert result.exit_code == 2 and "'spring' is not one of" in result.output
     assert not (tmp_path / "a.svg").exists()
+
+
+# --- collapsing a recorded graph until dot fits its budget ------------------------------
+
+
+def test_collapse_to_fit_picks_the_deepest_depth_that_fits():
+    from graphviz_autograd.collapse import collapse
+    from graphviz_autograd.layout import collapse_to_fit, estimate_layout_seconds, split_shared_leaves
+
+    from .module_graphs import gpt2_like
+
+    graph = gpt2_like()
+    cost = {d: estimate_layout_seconds(split_shared_leaves(collapse(graph, d))) for d in range(3)}
+    whole = estimate_layout_seconds(split_shared_leaves(graph))
+    for budget in sorted({*cost.values()}):
+        if budget >= whole:
+            continue
+        fitted = collapse_to_fit(graph, budget)
+        # the deepest depth that fits: it is within budget and the one below it is not
+        assert fitted.depth is not None and cost[fitted.depth] <= budget
+        assert fitted.depth == 2 or cost[fitted.depth + 1] > budget
+        assert fitted.graph == collapse(graph, fitted.depth)
+        assert f"depth {fitted.depth}" in fitted.note and f"{len(fitted.graph.nodes):,} nodes" in fitted.note
+
+    assert collapse_to_fit(graph, whole + 1) == (graph, None, "")  # fits as it is
+    assert collapse_to_fit(graph, 1e-9).depth is None  # nothing fits: left to the fixed layout
+    unrecorded = graph.__class__(graph.nodes, graph.edges)
+    assert collapse_to_fit(unrecorded, 1e-9).graph is unrecorded  # no modules, nothing to collapse
+
+
+def test_cli_collapses_a_big_recorded_graph_and_says_so(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import graphviz_autograd.cli as cli
+    from graphviz_autograd.layout import collapse_to_fit
+
+    from graphviz_autograd.collapse import collapse
+    from graphviz_autograd.layout import estimate_layout_seconds, split_shared_leaves
+
+    def tight_budget(graph, **options):  # between the whole graph's cost and depth 1's
+        whole = estimate_layout_seconds(split_shared_leaves(graph))
+        boxed = estimate_layout_seconds(split_shared_leaves(collapse(graph, 1)))
+        return collapse_to_fit(graph, (whole + boxed) / 2, **options)
+
+    monkeypatch.setattr(cli, "collapse_to_fit", tight_budget)
+    model = tmp_path / "net.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n"
+        "model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(6)])\n"
+        "example_inputs = (torch.randn(2, 4),)\n"
+    )
+    result = CliRunner().invoke(cli.main, ["render", str(model), "-o", str(tmp_path / "net.svg"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "note: Graphviz dot would take about" in result.stderr
+    assert "drawing modules below depth 1 as boxes instead (13 nodes" in result.stderr  # each layer of 6 blocks a box
+    svg = (tmp_path / "net.svg").read_text()
+    assert len(re.findall(r"<title>n\d+</title>", svg)) == 13 and "5.0 (Linear) drawn as one box" in svg
