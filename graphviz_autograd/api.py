@@ -178,13 +178,13 @@ def lay_out(
     ('neato', '\\tn0 [pos="0,9.5!"]\\n')
     """
     check_layout(layout)
-    lines = body_lines(graph, **dot_options)
+    # Split once here: the fixed layout places the same copies the DOT draws.
+    if dot_options.pop("split_shared", True):
+        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
+    lines = body_lines(graph, split_shared=False, **dot_options)
     if layout == "dot":
         return LaidOut(lines, "dot", "")
-    drawn = graph
-    if dot_options.get("split_shared", True):
-        drawn = split_shared_leaves(drawn, DEFAULT_MAX_USES)
-    drawn = shown_graph(drawn, dot_options.get("show_no_grad", True), dot_options.get("show_saved", False))
+    drawn = shown_graph(graph, dot_options.get("show_no_grad", True), dot_options.get("show_saved", False))
     chosen, note = choose_layout(drawn, layout, layout_budget)
     if chosen == "dot":
         return LaidOut(lines, "dot", note)

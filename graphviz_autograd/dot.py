@@ -43,7 +43,7 @@ from .graph import (
     Node,
     cut_location,
 )
-from .layout import DEFAULT_MAX_USES, split_shared_leaves
+from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -242,29 +242,19 @@ def body_lines(
     if split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
-    hidden = set()
-    # The kinds present, in one C-level pass: most graphs have no saved tensors to
-    # hide, and then nothing is scanned node by node.
-    kinds = set(map(itemgetter(1), graph.nodes))
-    if not show_no_grad and NO_GRAD in kinds:
-        hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
-    if not show_saved and SAVED in kinds:
-        hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
+    shown = shown_graph(graph, show_no_grad, show_saved)
 
     graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
     out = [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
-    nodes, edges = graph.nodes, graph.edges
-    if hidden:  # filtering costs a set look-up per node and edge: only when needed
-        nodes = [n for n in nodes if n.id not in hidden]
-        edges = [e for e in edges if e.source not in hidden and e.target not in hidden]
+    nodes, edges = shown.nodes, shown.edges
     if clusters and graph.modules:
         out.extend(_cluster_lines(nodes, graph.modules, writer))
     else:
         out.extend(writer.node_lines(nodes))
     out.extend(_edge_lines(edges, show_shapes))
     if legend:
-        shown = {n.kind for n in graph.nodes if n.id not in hidden}
-        out.extend(_legend_lines([k for k in NODE_KINDS if k in shown], styles))
+        kinds = set(map(itemgetter(1), nodes))
+        out.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
     if notes:
         out.extend(_note_lines(notes))
     return out

@@ -245,13 +245,16 @@ SWEEPS = 4
 
 
 def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
-    """``graph`` less the nodes the DOT leaves out (as ``dot.body_lines`` does) and their edges."""
+    """``graph`` less the nodes the DOT leaves out and their edges (``graph`` itself when none is)."""
     hidden = set()
-    if not show_no_grad:
+    # The kinds present, in one C-level pass: most graphs have no saved tensors to
+    # hide, and then nothing is scanned node by node.
+    kinds = set(map(itemgetter(1), graph.nodes))
+    if not show_no_grad and NO_GRAD in kinds:
         hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
-    if not show_saved:
+    if not show_saved and SAVED in kinds:
         hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
-    if not hidden:
+    if not hidden:  # filtering costs a set look-up per node and edge: only when needed
         return graph
     nodes = tuple(n for n in graph.nodes if n.id not in hidden)
     edges = tuple(e for e in graph.edges if e.source not in hidden and e.target not in hidden)

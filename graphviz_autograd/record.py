@@ -64,9 +64,9 @@ _DETACHING = {
 }
 # F.linear(input, weight, bias) becomes addmm(bias, input, weight.t()): its
 # inputs without gradient show up in that order among the new nodes' slots.
+# (F.linear is torch._C._nn.linear: one entry serves both names.)
 _SLOT_ORDER: dict[Callable, Callable[[list], list]] = {
     F.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
-    torch._C._nn.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
 }
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()

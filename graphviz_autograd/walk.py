@@ -508,13 +508,17 @@ def _unreadable_note(error: RuntimeError) -> str:
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
     """Shape, dtype and device, read from metadata only (no data leaves the device)."""
+    return _shape_of(t), _dtype_name(t.dtype), _device_name(t.device)
+
+
+def _shape_of(t: Any) -> Optional[tuple[int, ...]]:
+    """The shape of a tensor or of autograd's record of one; None for nested tensors."""
     try:
-        size: Optional[tuple] = tuple(t.shape)
-    except (RuntimeError, TypeError, ValueError):  # strided nested tensors have no shape at all
-        size = None
+        size = tuple(t.shape)
+    except (RuntimeError, TypeError, ValueError, AttributeError):  # strided nested tensors have no shape at all
+        return None
     # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
-    shape = size if size is not None and all(map(_is_int, size)) else None
-    return shape, _dtype_name(t.dtype), _device_name(t.device)
+    return size if all(map(_is_int, size)) else None
 
 
 # isinstance(s, int) as a C function: all(map(...)) then runs without a Python-level
@@ -524,12 +528,7 @@ _is_int = int.__instancecheck__
 
 def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
     """Shape and dtype from autograd's record of a tensor an op received or made."""
-    try:
-        size = tuple(meta.shape)
-    except (RuntimeError, TypeError, ValueError, AttributeError):  # nested tensors
-        size = None
-    shape = size if size is not None and all(map(_is_int, size)) else None
-    return shape, _dtype_name(meta.dtype)
+    return _shape_of(meta), _dtype_name(meta.dtype)
 
 
 # A model has hundreds of parameters but one or two dtypes and devices: their
