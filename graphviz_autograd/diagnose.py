@@ -319,9 +319,8 @@ def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], 
                 "parameters apart; walk it with walk(outputs, model) or pass the outputs instead."
             )
         return outputs
-    extra = {} if recorder is None else {"recorder": recorder}
     names = known.walk_names() if (known.parameters or known.inputs) else None
-    return walk(outputs, names, collect_saved=collect_saved, **extra)
+    return walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
 
 
 def _read_grads(known: _KnownTensors) -> dict[int, Optional[torch.Tensor]]:
