@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple, Optional, Tuple
+from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
 
 # Node kinds. Plain strings so that a graph serialises to JSON as it is.
 OUTPUT = "output"  # a tensor the walk started from, named by its place in the outputs
@@ -132,6 +132,25 @@ class ModuleInfo(NamedTuple):
         return {"path": self.path, "type_name": self.type_name, "parameters": self.parameters}
 
 
+class Columns(NamedTuple):
+    """A graph as the DOT writer reads it: one entry per node, edges by node index.
+
+    ``ids[i]`` is node i's id (``None`` for ids ``n0, n1, ...`` in order), and
+    ``contents[i]`` is the rest of its :class:`Node` (``node[1:]``); nodes with the
+    same content may share one tuple, as most ops of a walk do. ``links`` holds
+    ``(source index, target index, edge[2:])`` per edge. An edge to an id that
+    names no node (possible in a hand-built graph) points past the last node,
+    at an id appended to ``ids``.
+    """
+
+    ids: Optional[list]
+    contents: Sequence[tuple]
+    links: Sequence[tuple]
+
+
+_record = tuple.__new__  # a Node or Edge from every field in order (see walk.py)
+
+
 @dataclass(frozen=True)
 class AutogradGraph:
     """Nodes in walk order (ids ``n0, n1, ...``) and the edges between them.
@@ -142,6 +161,10 @@ class AutogradGraph:
     ``params_given`` records whether the walk was told parameter names, so that a
     renderer can flag leaves it could not name. ``modules`` lists the modules of a
     recorded model in definition order (empty without a recorder).
+
+    A walk returns its graph as :class:`Columns` (:meth:`from_columns`), and the
+    ``nodes`` and ``edges`` tuples are built the first time they are read: drawing
+    a walked graph straight to DOT reads the columns and builds neither.
     """
 
     nodes: Tuple[Node, ...]
@@ -149,6 +172,48 @@ class AutogradGraph:
     params_given: bool = False
     modules: Tuple[ModuleInfo, ...] = ()
     _by_id: dict = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+
+    @classmethod
+    def from_columns(
+        cls, columns: Columns, params_given: bool = False, modules: Tuple[ModuleInfo, ...] = ()
+    ) -> "AutogradGraph":
+        """A graph whose ``nodes`` and ``edges`` are built from ``columns`` when first read.
+
+        >>> g = AutogradGraph.from_columns(Columns(None, [(OP, "ExpBackward0", None, None, None, (), "", "")], []))
+        >>> g.nodes
+        (Node(id='n0', kind='op', label='ExpBackward0', shape=None, dtype=None, device=None, attrs=(), note='', module=''),)
+        """
+        graph = object.__new__(cls)
+        # Fields set as the frozen dataclass's __init__ sets them; nodes and edges
+        # stay unset, so that reading them reaches __getattr__ below.
+        object.__setattr__(graph, "params_given", params_given)
+        object.__setattr__(graph, "modules", modules)
+        object.__setattr__(graph, "_columns", columns)
+        return graph
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not set: the nodes and edges of a graph from columns.
+        columns = self.__dict__.get("_columns") if name in ("nodes", "edges") else None
+        if columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        ids = columns.ids if columns.ids is not None else numbered_ids(len(columns.contents))
+        nodes = tuple([_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
+        edges = tuple([_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "edges", edges)
+        return nodes if name == "nodes" else edges
+
+    def columns(self) -> Columns:
+        """The graph as :class:`Columns` (with ``ids`` filled in), built once."""
+        columns = self.__dict__.get("_columns")
+        if columns is None:
+            columns = _columns_of(self.nodes, self.edges)
+        elif columns.ids is None:
+            columns = Columns(numbered_ids(len(columns.contents)), columns.contents, columns.links)
+        else:
+            return columns
+        object.__setattr__(self, "_columns", columns)
+        return columns
 
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
@@ -189,3 +254,26 @@ def cut_location(node: Node) -> str:
         if key == CUT_IN:
             return value
     return node.module
+
+
+def numbered_ids(count: int) -> list[str]:
+    """``['n0', 'n1', ...]``: the ids of a walk's nodes, in order."""
+    return [f"n{i}" for i in range(count)]
+
+
+def _columns_of(nodes: Sequence[Node], edges: Sequence[Edge]) -> Columns:
+    ids = [n[0] for n in nodes]
+    index: dict[str, int] = {}
+    for i, node_id in enumerate(ids):
+        index.setdefault(node_id, i)  # a repeated id: edges meet its first node, as in DOT
+    links = []
+    for e in edges:
+        ends = []
+        for end in (e[0], e[1]):
+            i = index.get(end)
+            if i is None:
+                i = index[end] = len(ids)
+                ids.append(end)
+            ends.append(i)
+        links.append((ends[0], ends[1], tuple(e[2:])))
+    return Columns(ids, [tuple(n[1:]) for n in nodes], links)

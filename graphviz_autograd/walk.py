@@ -39,8 +39,7 @@ from .graph import (
     SAVED,
     SAVED_BY,
     AutogradGraph,
-    Edge,
-    Node,
+    Columns,
 )
 
 if TYPE_CHECKING:
@@ -48,11 +47,12 @@ if TYPE_CHECKING:
 
 Params = Union[None, Mapping, torch.nn.Module, Iterable]
 
-# ``Node(...)`` and ``Edge(...)`` run the Python-level ``__new__`` that NamedTuple
-# generates (with keyword handling); ``tuple.__new__`` given every field in order
-# builds the same object in a third of the time, and a million-op walk builds
-# millions of them. Used in the hot loop only; the field order is graph.py's.
-_record = tuple.__new__
+# The rest of an edge (Edge[2:]) for each kind without a shape: shared by every such edge.
+_DATA_LINK = (DATA, None, None)
+_CUT_LINK = (CUT, None, None)
+_SAVED_LINK = (SAVED_BY, None, None)
+_NO_NOTES: tuple = ("", ())  # what a recorder noted of a node it did not see: no module, no reasons
+_ACCUMULATE_GRAD = "AccumulateGrad"
 
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
@@ -258,8 +258,11 @@ def _params_message(params: Any) -> str:
 class _Walker:
     """One walk. Holds autograd objects only while it runs; ``run`` returns plain data.
 
-    Nodes are stored by index (``nodes[i]`` has id ``n{i}``); an index is handed out
-    when a node is first seen, and the slot filled when the node is processed.
+    Nodes are stored by index (node ``i`` has id ``n{i}``) as :class:`Columns`: an
+    index is handed out when a node is first seen, and its content (``Node[1:]``)
+    filled in when the node is processed. Nodes alike share one content tuple (every
+    MulBackward0 of a model without a recorder, every plain input without
+    gradient), so a walk builds a tuple per kind of op, not per node.
     """
 
     def __init__(
@@ -275,30 +278,30 @@ class _Walker:
         self.collect_saved = collect_saved
         self.collect_shapes = collect_shapes
         self.recorder = recorder
-        self.edge_meta: dict[Any, tuple] = {}  # grad_fn -> (shape, dtype) per output, with collect_shapes
-        self.nodes: list[Optional[Node]] = []
-        self.ids: list[str] = []  # ids[i] == f"n{i}", built once per node
-        self.edges: list[Edge] = []
+        self.edge_meta: dict[Any, tuple] = {}  # grad_fn -> edge rest (DATA, shape, dtype) per output, with collect_shapes
+        self.contents: list[Optional[tuple]] = []  # per node: Node[1:], None until processed
+        self.links: list[tuple[int, int, tuple]] = []  # per edge: (source, target, Edge[2:])
         self.fn_index: dict[Any, int] = {}  # grad_fn object -> node index
         self.leaf_index: dict[int, int] = {}  # id(leaf tensor) -> node index
         self.saved_index: dict[int, int] = {}  # id(saved tensor) -> node index
         # Tensors whose id() is a key above must outlive the walk, or a new tensor
         # could reuse the id. Dropped with the walker.
         self.keep_alive: list[torch.Tensor] = []
-        self.labels: dict[str, str] = {}
+        # type(grad_fn) -> its label, for types whose every node has the label of the type's name
+        self.labels: dict[type, str] = {}
+        self.shared: dict[Any, tuple] = {}  # (kind, label, module) -> the content nodes alike share
         self.saved_names: dict[type, tuple[str, ...]] = {}
 
     def new_index(self) -> int:
-        index = len(self.nodes)
-        self.nodes.append(None)
-        self.ids.append(f"n{index}")
+        index = len(self.contents)
+        self.contents.append(None)
         return index
 
     def run(self, outputs: list[tuple[str, torch.Tensor]]) -> AutogradGraph:
         for name, tensor in outputs:
             out = self.new_index()
             meta = _tensor_meta(tensor)
-            self.nodes[out] = Node(self.ids[out], OUTPUT, name, *meta)
+            self.contents[out] = (OUTPUT, name, *meta, (), "", "")
             fn = tensor.grad_fn
             if fn is None:
                 source = self.leaf(tensor)
@@ -307,86 +310,114 @@ class _Walker:
                 if source is None:
                     source = self.fn_index[fn] = self.new_index()
                     self.drain([fn])
-            shape, dtype = meta[:2] if self.collect_shapes else (None, None)
-            self.edges.append(Edge(self.ids[source], self.ids[out], DATA, shape, dtype))
+            self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
-        return AutogradGraph(tuple(self.nodes), tuple(self.edges), self.params_given, modules)  # type: ignore[arg-type]
+        columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
+        return AutogradGraph.from_columns(columns, self.params_given, modules)
 
     def drain(self, stack: list[Any]) -> None:
-        """Process grad_fn nodes depth first; children get ids in input order.
+        """Process grad_fn nodes depth first; children get indices in input order.
 
-        The hot loop of a walk: locals instead of attribute look-ups, ids built once,
-        records built with ``_record``.
+        The hot loop of a walk: locals instead of attribute look-ups, one shared
+        content per kind of op, an index and a link per input and nothing else.
         """
         fn_index = self.fn_index
-        nodes = self.nodes
-        ids = self.ids
-        add_edge = self.edges.append
+        contents = self.contents
+        add_content = contents.append
+        add_link = self.links.append
         push = stack.append
         labels = self.labels
+        shared = self.shared
         collect_saved = self.collect_saved
         shapes = self.collect_shapes
         key = self.recorder.key if self.recorder is not None else None
         module = ""
         cut_reasons: tuple = ()
+        plain_cut = self.shared_content(NO_GRAD, "", "")
         while stack:
             fn = stack.pop()
             index = fn_index[fn]
-            node_id = ids[index]
-            raw_name = fn.name()
-            label = labels.get(raw_name)
+            label = labels.get(type(fn))
             if label is None:
-                label = labels[raw_name] = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
-            attrs = self.saved(fn, node_id) if collect_saved else ()
-            if label == "AccumulateGrad":
-                leaf = self.leaf(fn.variable)
-                owner = nodes[leaf][-1]  # type: ignore[index]
-                nodes[index] = _record(Node, (node_id, ACCUMULATE_GRAD, label, None, None, None, attrs, "", owner))
-                leaf_node = nodes[leaf]
-                leaf_shape = (leaf_node[3], leaf_node[4]) if shapes else (None, None)  # type: ignore[index]
-                add_edge(_record(Edge, (ids[leaf], node_id, DATA, *leaf_shape)))
+                label = self.label_of(fn)
+            attrs = self.saved(fn, index) if collect_saved else ()
+            if label == _ACCUMULATE_GRAD:
+                self.accumulate_grad(fn, index, attrs)
                 continue
             if key is not None:
-                module, cut_reasons = fn.metadata.get(key) or ("", ())
-            nodes[index] = _record(Node, (node_id, OP, label, None, None, None, attrs, "", module))
+                module, cut_reasons = fn.metadata.get(key) or _NO_NOTES
+                plain_cut = self.shared_content(NO_GRAD, "", module)
+            if attrs:
+                contents[index] = (OP, label, None, None, None, attrs, "", module)
+            else:
+                content = shared.get((OP, label, module))
+                contents[index] = content if content is not None else self.shared_content(OP, label, module)
             # New children go straight onto the stack (no list per node), then the
             # run of them is reversed so that the first input is walked first.
             new_children = 0
             cuts = 0
             for child, output_nr in fn.next_functions:
                 if child is None:
-                    cut = len(nodes)
-                    cut_id = f"n{cut}"
-                    reason = cut_reasons[cuts] if cuts < len(cut_reasons) else None
-                    cuts += 1
-                    if reason is None:
-                        nodes.append(_record(Node, (cut_id, NO_GRAD, "", None, None, None, (), "", module)))
-                    else:
-                        code, text, where = reason
-                        nodes.append(_record(Node, (cut_id, NO_GRAD, text, None, None, None, (), code, where)))
-                    ids.append(cut_id)
-                    add_edge(_record(Edge, (cut_id, node_id, CUT, None, None)))
+                    if cut_reasons:
+                        reason = cut_reasons[cuts] if cuts < len(cut_reasons) else None
+                        cuts += 1
+                        if reason is not None:
+                            code, text, where = reason
+                            add_link((len(contents), index, _CUT_LINK))
+                            add_content((NO_GRAD, text, None, None, None, (), code, where))
+                            continue
+                    add_link((len(contents), index, _CUT_LINK))
+                    add_content(plain_cut)
                     continue
                 child_index = fn_index.get(child)
                 if child_index is None:
-                    child_index = fn_index[child] = len(nodes)
-                    nodes.append(None)
-                    ids.append(f"n{child_index}")
+                    child_index = fn_index[child] = len(contents)
+                    add_content(None)
                     push(child)
                     new_children += 1
-                if shapes:
-                    add_edge(_record(Edge, (ids[child_index], node_id, DATA, *self.output_meta(child, output_nr))))
-                else:
-                    add_edge(_record(Edge, (ids[child_index], node_id, DATA, None, None)))
+                add_link((child_index, index, self.output_meta(child, output_nr) if shapes else _DATA_LINK))
             if new_children > 1:
                 stack[-new_children:] = stack[-new_children:][::-1]
 
-    def output_meta(self, fn: Any, output_nr: int) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
-        """Shape and dtype of output ``output_nr`` of the forward op behind ``fn``."""
+    def label_of(self, fn: Any) -> str:
+        """A node's label: its name(), less the C++ namespace of nodes such as AccumulateGrad.
+
+        Remembered per type when the label is the type's own name, as it is for
+        every node type PyTorch and custom Functions define: then later nodes of
+        the type are not asked for their name().
+        """
+        raw_name = fn.name()
+        label = raw_name[len(_CPP_PREFIX):] if raw_name.startswith(_CPP_PREFIX) else raw_name
+        if label == type(fn).__name__:
+            self.labels[type(fn)] = label
+        return label
+
+    def shared_content(self, kind: str, label: str, module: str) -> tuple:
+        """The one content tuple of the nodes of ``kind`` with ``label`` in ``module`` and nothing else."""
+        content = self.shared.get((kind, label, module))
+        if content is None:
+            content = self.shared[(kind, label, module)] = (kind, label, None, None, None, (), "", module)
+        return content
+
+    def accumulate_grad(self, fn: Any, index: int, attrs: tuple) -> None:
+        """An AccumulateGrad node, the leaf tensor it feeds (added the first time) and the edge between."""
+        leaf = self.leaf(fn.variable)
+        leaf_content = self.contents[leaf]
+        owner = leaf_content[-1]  # type: ignore[index]
+        if attrs:
+            self.contents[index] = (ACCUMULATE_GRAD, _ACCUMULATE_GRAD, None, None, None, attrs, "", owner)
+        else:
+            self.contents[index] = self.shared_content(ACCUMULATE_GRAD, _ACCUMULATE_GRAD, owner)
+        rest = (DATA, *leaf_content[2:4]) if self.collect_shapes else _DATA_LINK  # type: ignore[index]
+        self.links.append((leaf, index, rest))
+
+    def output_meta(self, fn: Any, output_nr: int) -> tuple:
+        """The rest of a data edge (``Edge[2:]``) carrying output ``output_nr`` of the forward op behind ``fn``:
+        its kind, shape and dtype."""
         metas = self.edge_meta.get(fn)
         if metas is None:
-            metas = self.edge_meta[fn] = tuple(_input_meta(m) for m in fn._input_metadata)
-        return metas[output_nr] if output_nr < len(metas) else (None, None)
+            metas = self.edge_meta[fn] = tuple((DATA, *_input_meta(m)) for m in fn._input_metadata)
+        return metas[output_nr] if output_nr < len(metas) else _DATA_LINK
 
     def leaf(self, tensor: torch.Tensor) -> int:
         """The index of a leaf tensor's node, adding the node the first time."""
@@ -398,14 +429,12 @@ class _Walker:
         name = self.parameter_names.get(id(tensor))
         kind = LEAF if name is None else PARAMETER
         owner = self.recorder.owner(name) if self.recorder is not None and name else ""
-        # Called once per parameter, hundreds of times for a model: _record, as in drain().
-        shape, dtype, device = _tensor_meta(tensor)
-        self.nodes[index] = _record(Node, (self.ids[index], kind, name or "", shape, dtype, device, (), "", owner))
+        self.contents[index] = (kind, name or "", *_tensor_meta(tensor), (), "", owner)
         return index
 
     # --- saved values (show_attrs / show_saved) ---
 
-    def saved(self, fn: Any, node_id: str) -> tuple[tuple[str, str], ...]:
+    def saved(self, fn: Any, owner: int) -> tuple[tuple[str, str], ...]:
         """Record what ``fn`` saved for backward: text for values, nodes for tensors."""
         attrs: list[tuple[str, str]] = []
         for name in self.saved_attr_names(fn):
@@ -413,10 +442,10 @@ class _Walker:
             try:
                 value = getattr(fn, _SAVED_PREFIX + name)
             except RuntimeError as error:
-                attrs.append((name, self.unreadable(name, error, node_id, is_tensor)))
+                attrs.append((name, self.unreadable(name, error, owner, is_tensor)))
                 continue
-            attrs.append((name, self.saved_value(name, value, node_id)))
-        attrs.extend(self.custom_function_saved(fn, node_id))
+            attrs.append((name, self.saved_value(name, value, owner)))
+        attrs.extend(self.custom_function_saved(fn, owner))
         return tuple(attrs)
 
     def saved_attr_names(self, fn: Any) -> tuple[str, ...]:
@@ -426,18 +455,18 @@ class _Walker:
             self.saved_names[type(fn)] = names
         return names
 
-    def saved_value(self, name: str, value: Any, node_id: str) -> str:
+    def saved_value(self, name: str, value: Any, owner: int) -> str:
         if isinstance(value, torch.Tensor):
-            self.saved_tensor_node(name, value, node_id)
+            self.saved_tensor_node(name, value, owner)
             return SAVED_TENSOR
         if isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
             for i, item in enumerate(value):
                 if isinstance(item, torch.Tensor):
-                    self.saved_tensor_node(f"{name}[{i}]", item, node_id)
+                    self.saved_tensor_node(f"{name}[{i}]", item, owner)
             return SAVED_TENSORS
         return str(value)
 
-    def custom_function_saved(self, fn: Any, node_id: str) -> list[tuple[str, str]]:
+    def custom_function_saved(self, fn: Any, owner: int) -> list[tuple[str, str]]:
         """A custom autograd.Function's ctx: save_for_backward tensors and plain ctx attributes."""
         # Not hasattr(fn, "_raw_saved_tensors"): after backward() that getter raises
         # RuntimeError, which hasattr() lets through.
@@ -452,36 +481,36 @@ class _Walker:
             saved_count = 0
         if saved_count:
             try:
-                attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, node_id)))
+                attrs.append(("saved_tensors", self.saved_value("saved_tensors", fn.saved_tensors, owner)))
             except RuntimeError as error:
-                attrs.append(("saved_tensors", self.unreadable("saved_tensors", error, node_id, True)))
+                attrs.append(("saved_tensors", self.unreadable("saved_tensors", error, owner, True)))
         for key, value in sorted(getattr(fn, "__dict__", {}).items()):
             if not key.startswith("_"):
-                attrs.append((key, self.saved_value(key, value, node_id)))
+                attrs.append((key, self.saved_value(key, value, owner)))
         return attrs
 
-    def unreadable(self, name: str, error: RuntimeError, node_id: str, is_tensor: bool) -> str:
+    def unreadable(self, name: str, error: RuntimeError, owner: int, is_tensor: bool) -> str:
         """The text of a saved value autograd refused to hand out; a noted node for a tensor."""
         note = _unreadable_note(error)
         if is_tensor:
-            self.saved_tensor_node(name, None, node_id, note)
+            self.saved_tensor_node(name, None, owner, note)
         return f"[{note}]"
 
-    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner_id: str, note: str = "") -> None:
+    def saved_tensor_node(self, name: str, tensor: Optional[torch.Tensor], owner: int, note: str = "") -> None:
         """Add (or reuse, for a tensor several ops saved) a saved-tensor node tied to its op.
 
         ``tensor`` is None when it cannot be read; ``note`` then says why.
         """
         if tensor is None:
             index = self.new_index()
-            self.nodes[index] = Node(self.ids[index], SAVED, name, note=note)
+            self.contents[index] = (SAVED, name, None, None, None, (), note, "")
         else:
             index = self.saved_index.get(id(tensor))
             if index is None:
                 index = self.saved_index[id(tensor)] = self.new_index()
                 self.keep_alive.append(tensor)
-                self.nodes[index] = Node(self.ids[index], SAVED, name, *_tensor_meta(tensor), self.saved_as(tensor))
-        self.edges.append(Edge(owner_id, self.ids[index], SAVED_BY))
+                self.contents[index] = (SAVED, name, *_tensor_meta(tensor), self.saved_as(tensor), "", "")
+        self.links.append((owner, index, _SAVED_LINK))
 
     def saved_as(self, tensor: torch.Tensor) -> tuple[tuple[str, str], ...]:
         """``(('tensor', name),)`` when a saved tensor is a named tensor or a view of one, else ``()``.
