@@ -38,11 +38,13 @@ from .graph import (
     PARAMETER,
     SAVED,
     AutogradGraph,
-    Edge,
+    Columns,
     ModuleInfo,
     Node,
     cut_location,
 )
+
+_record = tuple.__new__  # a Node from every field in order (see walk.py)
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .style import (
     CLUSTER_ATTRS,
@@ -241,19 +243,19 @@ def body_lines(
     styles = resolve_theme(theme)
     if split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    writer = _Writer(graph, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
     shown = shown_graph(graph, show_no_grad, show_saved)
+    writer = _Writer(shown, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
 
     graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
     out = [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
-    nodes, edges = shown.nodes, shown.edges
+    columns = writer.columns
     if clusters and graph.modules:
-        out.extend(_cluster_lines(nodes, graph.modules, writer))
+        out.extend(_cluster_lines(columns, graph.modules, writer))
     else:
-        out.extend(writer.node_lines(nodes))
-    out.extend(_edge_lines(edges, show_shapes))
+        out.extend(writer.node_lines(range(len(columns.contents))))
+    out.extend(_edge_lines(columns, show_shapes))
     if legend:
-        kinds = set(map(itemgetter(1), nodes))
+        kinds = set(map(itemgetter(0), columns.contents))
         out.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
     if notes:
         out.extend(_note_lines(notes))
@@ -266,27 +268,28 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
     return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
 
 
-def _edge_lines(edges: Iterable[Edge], show_shapes: bool) -> list[str]:
+def _edge_lines(columns: Columns, show_shapes: bool) -> list[str]:
+    ids, _, links = columns
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
     if not show_shapes:
         # Indexing is faster than attribute reads on a million edges.
-        return [f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n" for e in edges]
+        return [f"\t{ids[s]} -> {ids[t]}{edge_suffix[rest[0]]}\n" for s, t, rest in links]
     shaped: dict[tuple, str] = {}  # (shape, dtype) -> suffix; a big graph repeats a few shapes
     lines = []
-    for e in edges:
-        if e[2] != DATA or e[3] is None:
-            lines.append(f"\t{e[0]} -> {e[1]}{edge_suffix[e[2]]}\n")
+    for s, t, rest in links:
+        if rest[0] != DATA or rest[1] is None:
+            lines.append(f"\t{ids[s]} -> {ids[t]}{edge_suffix[rest[0]]}\n")
             continue
-        key = (e[3], e[4])
+        key = (rest[1], rest[2])
         suffix = shaped.get(key)
         if suffix is None:
-            attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(e[3], e[4])))
+            attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
             suffix = shaped[key] = f" [{attr_list(attrs)}]"
-        lines.append(f"\t{e[0]} -> {e[1]}{suffix}\n")
+        lines.append(f"\t{ids[s]} -> {ids[t]}{suffix}\n")
     return lines
 
 
-def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
+def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
     A node sits in the cluster of its ``module`` (or of the nearest listed module
@@ -301,13 +304,13 @@ def _cluster_lines(nodes: Iterable[Node], modules: tuple[ModuleInfo, ...], write
             path = path.rpartition(".")[0]
         return path
 
-    by_module: dict[str, list[Node]] = {}
-    for node in nodes:
-        path = node.module
+    by_module: dict[str, list[int]] = {}  # cluster -> indices of its nodes
+    for i, content in enumerate(columns.contents):
+        path = content[7]  # Node.module
         cluster = placed.get(path)
         if cluster is None:
             cluster = placed[path] = listed(path)
-        by_module.setdefault(cluster, []).append(node)
+        by_module.setdefault(cluster, []).append(i)
 
     used = set()  # clusters holding a node, directly or below
     for path in by_module:
@@ -353,20 +356,30 @@ class _Writer:
         node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     ):
         self.params_given = graph.params_given
+        self.columns = graph.columns()
         self.node_styles = node_styles or {}
         self.max_chars = max_chars
         self.show_attrs = show_attrs
         self.show_device = show_device
         self.styles = styles
-        self.edge_shapes = _edge_shapes(graph.edges)
+        self.edge_shapes = _edge_shapes(self.columns)
         self.templates: dict[str, tuple[str, str, str]] = {}  # node kind -> _attr_template() of its style
         self.op_labels: dict[str, str] = {}  # op name -> its label value
         # (kind, shape, dtype, device, attrs, note, module) -> (shape line, rest of the tooltip),
         # both written: what a tensor node shows but its name (see tensor_values).
         self.tensor_parts: dict[tuple, tuple[str, str]] = {}
+        # The same key -> the text of a named tensor node's attributes before its name,
+        # between its two mentions and after (see named_tensor_attrs).
+        self.named_parts: dict[tuple, tuple[str, str, str]] = {}
+        # Node content (Node[1:], with its edge shapes when there are any) -> its attributes.
+        self.attrs_by_content: dict = {}
+        # id() of a content tuple of self.columns -> its attributes. A walk shares one
+        # content among nodes alike, so most nodes are found here without hashing
+        # their content; the tuples live as long as the columns, so ids stay theirs.
+        self.attrs_by_identity: dict[int, str] = {}
 
-    def node_lines(self, nodes: Iterable[Node]) -> list[str]:
-        """One line per node: ``\\t<id> [<attributes>]\\n``.
+    def node_lines(self, indices: Iterable[int]) -> list[str]:
+        """One line per node (by index in :attr:`columns`): ``\\t<id> [<attributes>]\\n``.
 
         The attributes depend on every field of a node but its id (and on the
         shapes along its edges, when the walk collected them), and a big graph
@@ -374,28 +387,76 @@ class _Writer:
         too), so they are written once per distinct node content and then reused:
         a million-op chain writes three, not two million.
         """
-        attrs_by_content: dict = {}
-        cached = attrs_by_content.get
-        lines = []
-        add_line = lines.append
-        shapes = self.edge_shapes
+        ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
-        for node in nodes:
-            if node_styles and node[0] in node_styles:  # drawn apart: not cached
-                add_line(f"\t{node[0]} {self.node_attrs(node, node_styles[node[0]])}\n")
-                continue
-            content = node[1:] if shapes is None else (node[1:], shapes.get(node[0]))
-            # get() rather than catching KeyError: every parameter of a model misses,
-            # and raising and catching costs more than writing its attributes.
-            try:
-                attrs = cached(content)
-            except TypeError:  # a hand-built node holding a list cannot be a key
-                attrs = self.node_attrs(node)
-            else:
+        if self.edge_shapes is None and not node_styles:
+            by_identity = self.attrs_by_identity
+            known = by_identity.get
+            lines = []
+            add_line = lines.append
+            named = self.named_tensor_attrs
+            for i in indices:
+                content = contents[i]
+                attrs = known(id(content))
                 if attrs is None:
-                    attrs = attrs_by_content[content] = self.node_attrs(node)
-            add_line(f"\t{node[0]} {attrs}\n")
-        return lines
+                    # A parameter is the one node of its content: not worth keeping.
+                    attrs = named(content)
+                    if attrs is None:
+                        attrs = by_identity[id(content)] = self.content_attrs(ids[i], content, content)
+                add_line(f"\t{ids[i]} {attrs}\n")
+            return lines
+        return [self.styled_node_line(i) for i in indices]
+
+    def styled_node_line(self, index: int) -> str:
+        """A node's line when some node has a style of its own or edges have shapes."""
+        node_id, content = self.columns.ids[index], self.columns.contents[index]
+        if node_id in self.node_styles:  # drawn apart: not cached
+            return f"\t{node_id} {self.node_attrs(_record(Node, (node_id, *content)), self.node_styles[node_id])}\n"
+        key = content if self.edge_shapes is None else (content, self.edge_shapes.get(node_id))
+        return f"\t{node_id} {self.content_attrs(node_id, content, key)}\n"
+
+    def named_tensor_attrs(self, content: tuple) -> Optional[str]:
+        """The attributes of a named tensor node (a parameter) from parts written once per
+        shape, dtype and module, with only the name put in; None where :meth:`tensor_values`
+        would not take the node, or a theme fixes the tooltip (then the general path writes it).
+
+        The same text as :meth:`node_attrs`: ``head + label + middle + tooltip + tail``
+        with the label ``"<name>\\n<shape line>"`` and the tooltip ``"<kind> <name>\\n<rest>"``.
+        """
+        kind, name = content[0], content[1]
+        if kind not in _TENSOR_KINDS or not name or _NEEDS_ESCAPE.search(name):
+            return None
+        if (kind == LEAF and self.params_given) or (kind == SAVED and content[6]):
+            return None
+        key = (kind, *content[2:])
+        try:
+            parts = self.named_parts.get(key)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return None
+        if parts is None:
+            template = self.templates.get(kind)
+            if template is None:
+                template = self.templates[kind] = _attr_template(self.styles[kind])
+            head, middle, tail = template
+            if not middle:
+                return None
+            shape_line, rest = self.tensor_parts_of(_record(Node, ("", *content)), key)
+            what = tensor_headline(kind, "")
+            parts = self.named_parts[key] = (head + '"', f'\\n{shape_line}"{middle}"{what} ', f'\\n{rest}"{tail}')
+        before_name, between_names, after_name = parts
+        return before_name + self.cut_name(name) + between_names + name + after_name
+
+    def content_attrs(self, node_id: str, content: tuple, key: tuple) -> str:
+        """The attributes of a node with ``content``, written once per ``key``."""
+        # get() rather than catching KeyError: every parameter of a model misses,
+        # and raising and catching costs more than writing its attributes.
+        try:
+            attrs = self.attrs_by_content.get(key)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return self.node_attrs(_record(Node, (node_id, *content)))
+        if attrs is None:
+            attrs = self.attrs_by_content[key] = self.node_attrs(_record(Node, (node_id, *content)))
+        return attrs
 
     def node_attrs(self, node: Node, overlay: Optional[Mapping[str, str]] = None) -> str:
         """The bracketed attribute list of one node, as its line writes it, with ``overlay`` laid over."""
@@ -454,16 +515,24 @@ class _Writer:
         except TypeError:  # a hand-built node holding a list cannot be a key
             return None
         if parts is None:
-            lines, _ = self.label_lines(node)
-            # The tooltip's first line is tensor_headline(); the rest does not name
-            # the node. Joined after a line with nothing to escape, the rest is
-            # escaped as it would be in the whole text.
-            parts = self.tensor_parts[key] = (escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1])
+            parts = self.tensor_parts_of(node, key)
         shape_line, rest = parts
         headline = tensor_headline(kind, name)
         if not name:
             return f'"{shape_line}"', f'"{headline}\\n{rest}"'
         return f'"{self.cut_name(name)}\\n{shape_line}"', f'"{headline}\\n{rest}"'
+
+    def tensor_parts_of(self, node: Node, key: tuple) -> tuple[str, str]:
+        """A tensor node's shape line and the rest of its tooltip but the headline, both
+        written; kept under ``key`` (its kind and every field but id and name)."""
+        parts = self.tensor_parts.get(key)
+        if parts is None:
+            lines, _ = self.label_lines(node)
+            # The tooltip's first line is tensor_headline(); the rest does not name
+            # the node. Joined after a line with nothing to escape, the rest is
+            # escaped as it would be in the whole text.
+            parts = self.tensor_parts[key] = (escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1])
+        return parts
 
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
@@ -572,25 +641,26 @@ def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
     return head, middle, tail
 
 
-def _edge_shapes(edges: tuple[Edge, ...]) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
+def _edge_shapes(columns: Columns) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
+    ids, _, links = columns
     # Looked for in C (a shape may be (), so not by truth): a walk without shapes has none.
-    if next(filter(_is_not_none, map(itemgetter(3), edges)), None) is None:
+    if next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
         return None
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}
     texts: dict[tuple, str] = {}  # (shape, dtype) -> text: a model has far fewer shapes than edges
-    for e in edges:
-        if e[2] != DATA or e[3] is None:
+    for s, t, rest in links:
+        if rest[0] != DATA or rest[1] is None:
             continue
         try:
-            text = texts.get((e[3], e[4]))
+            text = texts.get(rest)
         except TypeError:  # a hand-built edge whose shape is a list
-            text = edge_shape_text(e[3], e[4])
+            text = edge_shape_text(rest[1], rest[2])
         if text is None:
-            text = texts[(e[3], e[4])] = edge_shape_text(e[3], e[4])
-        ins.setdefault(e[1], []).append(text)
-        shown = outs.setdefault(e[0], [])
+            text = texts[rest] = edge_shape_text(rest[1], rest[2])
+        ins.setdefault(ids[t], []).append(text)
+        shown = outs.setdefault(ids[s], [])
         if text not in shown:  # one output feeding many ops: its shape once
             shown.append(text)
     return {node_id: (tuple(ins.get(node_id, ())), tuple(outs.get(node_id, ()))) for node_id in ins.keys() | outs.keys()}

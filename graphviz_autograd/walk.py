@@ -290,6 +290,7 @@ class _Walker:
         # type(grad_fn) -> its label, for types whose every node has the label of the type's name
         self.labels: dict[type, str] = {}
         self.shared: dict[Any, tuple] = {}  # (kind, label, module) -> the content nodes alike share
+        self.plain_ops: dict[type, tuple] = {}  # type(grad_fn) -> the content all its nodes share (see content_of)
         self.saved_names: dict[type, tuple[str, ...]] = {}
 
     def new_index(self) -> int:
@@ -326,32 +327,21 @@ class _Walker:
         add_content = contents.append
         add_link = self.links.append
         push = stack.append
-        labels = self.labels
-        shared = self.shared
-        collect_saved = self.collect_saved
         shapes = self.collect_shapes
-        key = self.recorder.key if self.recorder is not None else None
+        plain_ops = self.plain_ops
         module = ""
         cut_reasons: tuple = ()
         plain_cut = self.shared_content(NO_GRAD, "", "")
         while stack:
             fn = stack.pop()
             index = fn_index[fn]
-            label = labels.get(type(fn))
-            if label is None:
-                label = self.label_of(fn)
-            attrs = self.saved(fn, index) if collect_saved else ()
-            if label == _ACCUMULATE_GRAD:
-                self.accumulate_grad(fn, index, attrs)
-                continue
-            if key is not None:
-                module, cut_reasons = fn.metadata.get(key) or _NO_NOTES
-                plain_cut = self.shared_content(NO_GRAD, "", module)
-            if attrs:
-                contents[index] = (OP, label, None, None, None, attrs, "", module)
-            else:
-                content = shared.get((OP, label, module))
-                contents[index] = content if content is not None else self.shared_content(OP, label, module)
+            content = plain_ops.get(type(fn))
+            if content is None:
+                noted = self.content_of(fn, index)
+                if noted is None:  # an AccumulateGrad, done
+                    continue
+                content, module, cut_reasons, plain_cut = noted
+            contents[index] = content
             # New children go straight onto the stack (no list per node), then the
             # run of them is reversed so that the first input is walked first.
             new_children = 0
@@ -378,6 +368,33 @@ class _Walker:
                 add_link((child_index, index, self.output_meta(child, output_nr) if shapes else _DATA_LINK))
             if new_children > 1:
                 stack[-new_children:] = stack[-new_children:][::-1]
+
+    def content_of(self, fn: Any, index: int) -> Optional[tuple[tuple, str, tuple, tuple]]:
+        """What :meth:`drain` needs of a node whose type it has no content for: the
+        node's content, module, the recorder's reasons for its cut inputs, and the
+        content of a cut input without a reason. None for an AccumulateGrad, which
+        is done here.
+
+        Without a recorder and saved values, every node of a type has the same
+        content: it is kept per type, and later nodes of the type never get here.
+        """
+        label = self.labels.get(type(fn))
+        if label is None:
+            label = self.label_of(fn)
+        attrs = self.saved(fn, index) if self.collect_saved else ()
+        if label == _ACCUMULATE_GRAD:
+            self.accumulate_grad(fn, index, attrs)
+            return None
+        module, cut_reasons = "", ()
+        if self.recorder is not None:
+            module, cut_reasons = fn.metadata.get(self.recorder.key) or _NO_NOTES
+        if attrs:
+            content = (OP, label, None, None, None, attrs, "", module)
+        else:
+            content = self.shared_content(OP, label, module)
+            if self.recorder is None and not self.collect_saved and type(fn) in self.labels:
+                self.plain_ops[type(fn)] = content
+        return content, module, cut_reasons, self.shared_content(NO_GRAD, "", module)
 
     def label_of(self, fn: Any) -> str:
         """A node's label: its name(), less the C++ namespace of nodes such as AccumulateGrad.

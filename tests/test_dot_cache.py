@@ -1,7 +1,8 @@
 """The shortcuts of dot._Writer write the same bytes as its general path.
 
 ``_Writer.node_attrs`` writes most nodes from a per-kind template and, for tensor
-nodes, from parts cached per shape and module; ``_Writer.overlaid_attrs`` builds,
+nodes, from parts cached per shape and module (``named_tensor_attrs`` puts a named
+tensor's text together from such parts); ``_Writer.overlaid_attrs`` builds,
 sorts and quotes the whole attribute dict (it is what a node with a finding's
 style goes through). With an empty overlay both must give the same text, for any
 node, theme and option.
@@ -62,6 +63,8 @@ def test_cached_attributes_equal_the_general_path(node, other, theme, params_giv
     # Twice each: the second call reads what the first cached.
     for n in (node, other, node, other):
         assert writer.node_attrs(n) == writer.overlaid_attrs(n, {})
+        # A named tensor's attributes put together from parts, where that path takes the node.
+        assert writer.named_tensor_attrs(n[1:]) in (None, writer.overlaid_attrs(n, {}))
 
 
 def test_a_cached_tensor_tooltip_keeps_each_name():
@@ -69,3 +72,9 @@ def test_a_cached_tensor_tooltip_keeps_each_name():
     source = to_dot(AutogradGraph(nodes, ()))
     for i in range(3):
         assert f'label="layer{i}.weight\\n(4, 4)" tooltip="parameter layer{i}.weight\\nshape (4, 4)\\nmodule: layer{i}"' in source
+
+
+def test_named_tensor_shortcut_takes_plain_parameters():
+    node = Node("n0", "parameter", "fc.weight", shape=(2, 3), dtype="float16", module="fc")
+    writer = _Writer(AutogradGraph((node,), ()), resolve_theme(None), 50, False, False)
+    assert writer.named_tensor_attrs(node[1:]) == writer.overlaid_attrs(node, {})
