@@ -257,8 +257,23 @@ def cut_location(node: Node) -> str:
 
 
 def numbered_ids(count: int) -> list[str]:
-    """``['n0', 'n1', ...]``: the ids of a walk's nodes, in order."""
-    return [f"n{i}" for i in range(count)]
+    """``['n0', 'n1', ...]``: the ids of a walk's nodes, in order.
+
+    >>> numbered_ids(3)
+    ['n0', 'n1', 'n2']
+    """
+    if count > _NUMBERED_KEPT:
+        return [f"n{i}" for i in range(count)]
+    if count > len(_numbered):  # grown, never shrunk: a copy of a slice is all a graph costs
+        _numbered.extend([f"n{i}" for i in range(len(_numbered), count)])
+    return _numbered[:count]
+
+
+# The ids of graphs up to this many nodes are kept once for all (some 4 MB): most
+# graphs drawn in a process are alike in size, and writing them anew was a tenth
+# of the time it takes to draw one.
+_NUMBERED_KEPT = 65_536
+_numbered: list[str] = []
 
 
 def _columns_of(nodes: Sequence[Node], edges: Sequence[Edge]) -> Columns:

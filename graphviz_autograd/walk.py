@@ -53,6 +53,9 @@ _CUT_LINK = (CUT, None, None)
 _SAVED_LINK = (SAVED_BY, None, None)
 _NO_NOTES: tuple = ("", ())  # what a recorder noted of a node it did not see: no module, no reasons
 _ACCUMULATE_GRAD = "AccumulateGrad"
+# What the walk keeps for the type AccumulateGrad in place of a shared content: its
+# nodes differ by the leaf they feed, and go straight to _Walker.accumulate_grad.
+_FEEDS_LEAF = ("feeds a leaf",)
 
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
@@ -222,6 +225,10 @@ def _parameter_names(params: Params) -> dict[int, str]:
     """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
     if params is None:
         return {}
+    if isinstance(params, dict) and all(map(_is_tensor, params.values())):
+        # The common case, in C-level passes; reversed so that the first name of a
+        # tied weight wins, as below.
+        return dict(zip(map(id, reversed(params.values())), map(str, reversed(params.keys()))))
     if isinstance(params, torch.nn.Module):
         pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
         pairs += list(params.named_buffers(remove_duplicate=False))
@@ -341,6 +348,9 @@ class _Walker:
                 if noted is None:  # an AccumulateGrad, done
                     continue
                 content, module, cut_reasons, plain_cut = noted
+            elif content is _FEEDS_LEAF:
+                self.accumulate_grad(fn, index, ())
+                continue
             contents[index] = content
             # New children go straight onto the stack (no list per node), then the
             # run of them is reversed so that the first input is walked first.
@@ -382,7 +392,10 @@ class _Walker:
         if label is None:
             label = self.label_of(fn)
         attrs = self.saved(fn, index) if self.collect_saved else ()
+        plain = self.recorder is None and not self.collect_saved and type(fn) in self.labels
         if label == _ACCUMULATE_GRAD:
+            if plain:
+                self.plain_ops[type(fn)] = _FEEDS_LEAF
             self.accumulate_grad(fn, index, attrs)
             return None
         module, cut_reasons = "", ()
@@ -392,7 +405,7 @@ class _Walker:
             content = (OP, label, None, None, None, attrs, "", module)
         else:
             content = self.shared_content(OP, label, module)
-            if self.recorder is None and not self.collect_saved and type(fn) in self.labels:
+            if plain:
                 self.plain_ops[type(fn)] = content
         return content, module, cut_reasons, self.shared_content(NO_GRAD, "", module)
 
@@ -438,15 +451,15 @@ class _Walker:
 
     def leaf(self, tensor: torch.Tensor) -> int:
         """The index of a leaf tensor's node, adding the node the first time."""
-        index = self.leaf_index.get(id(tensor))
+        key = id(tensor)
+        index = self.leaf_index.get(key)
         if index is not None:
             return index
-        index = self.leaf_index[id(tensor)] = self.new_index()
+        index = self.leaf_index[key] = len(self.contents)
         self.keep_alive.append(tensor)
-        name = self.parameter_names.get(id(tensor))
-        kind = LEAF if name is None else PARAMETER
+        name = self.parameter_names.get(key)
         owner = self.recorder.owner(name) if self.recorder is not None and name else ""
-        self.contents[index] = (kind, name or "", *_tensor_meta(tensor), (), "", owner)
+        self.contents.append((LEAF if name is None else PARAMETER, name or "", *_tensor_meta(tensor), (), "", owner))
         return index
 
     # --- saved values (show_attrs / show_saved) ---
@@ -566,6 +579,8 @@ def _shape_of(t: Any) -> Optional[tuple[int, ...]]:
     # A jagged nested tensor's ragged dimension is a symbolic int, which int() cannot read.
     return size if all(map(_is_int, size)) else None
 
+
+_is_tensor = torch.Tensor.__instancecheck__
 
 # isinstance(s, int) as a C function: all(map(...)) then runs without a Python-level
 # generator, which halves the check on the shape of every parameter of a model.
