@@ -3,9 +3,9 @@
 Run by hand from the repository root, so that this checkout's package is the one
 imported::
 
-    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 2.5 minutes)
+    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 4 minutes)
     PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
-    PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 1.5 minutes)
+    PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 2 minutes more)
 
 Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 
