@@ -3,9 +3,9 @@
 Run by hand from the repository root, so that this checkout's package is the one
 imported::
 
-    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 2.5 minutes)
+    PYTHONPATH=. python -m benchmarks --layout   # every graph (about 4 minutes)
     PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
-    PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 1.5 minutes)
+    PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 2 minutes more)
 
 Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 
@@ -20,20 +20,33 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 - ``ours/bare``, ``torchviz/ours``: ratios of times taken in the same run.
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
-  under 5,000 nodes only; ``timeout`` past ``--layout-timeout`` seconds).
+  under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
 
 With ``--layouts``, a second table times tensor -> SVG through
 :func:`graphviz_autograd.render` (walk, DOT, Graphviz, file): the LSTM with its
 shared weights split and whole (ratio in the same run), GPT-2 with 48 layers
-under ``layout="auto"`` and ``"dot"``, and a 20,003-node chain with the fixed
-layout. Each is run once; a run past ``--layout-timeout`` is stopped.
+and DenseNet-121 each under ``layout="auto"`` and ``"dot"`` (ratios too), and a
+20,003-node chain with the fixed layout. Each is run once; a run past
+``--layout-timeout`` is stopped.
 
-Graphs: GPT-2 small and BERT base built from their configs (random weights,
-nothing downloaded), ResNet-50 and DenseNet-121 when torchvision is installed,
-an LSTM cell unrolled over 30 steps (one set of weights, reused each step), and
-chains of 10k, 100k and 1M ``y = y * 1.0001`` ops. Each of those multiplications
-has a second input that carries no gradient, so a chain of n ops walks into
-2n + 3 nodes.
+Graphs, all with random weights and nothing downloaded:
+
+- GPT-2 small and BERT base, built from their ``transformers`` configs.
+- ResNet-50 on one 224x224 image: torchvision's ``resnet50(weights=None)`` when
+  torchvision imports and works, else ``transformers.ResNetModel`` from the default
+  ``ResNetConfig`` (the same network without its classifier), walked from its
+  ``pooler_output``.
+- DenseNet-121 on one 224x224 image: torchvision's ``densenet121(weights=None)``
+  when torchvision works, else :class:`benchmarks.models.DenseNet121`, the same
+  architecture and parameter count, with a ``torch.cat`` of all earlier feature
+  maps in every dense layer.
+- An LSTM cell unrolled over 30 steps (one set of weights, reused each step).
+- Chains of 10k, 100k and 1M ``y = y * 1.0001`` ops. Each of those multiplications
+  has a second input that carries no gradient, so a chain of n ops walks into
+  2n + 3 nodes.
+
+The table names where each vision model came from, e.g.
+``resnet50 (transformers ResNetModel)``; see :mod:`benchmarks.models`.
 """
 
 from __future__ import annotations
@@ -54,6 +67,8 @@ import torch
 
 from graphviz_autograd import to_dot, walk
 
+from . import models
+
 # A measurement is repeated up to --repeat times, but stops repeating once it has
 # spent this long: best-of-5 matters for a 20 ms graph, not for a 10 s one. It
 # still runs twice, as the first big run in a process also pays for growing the heap.
@@ -69,7 +84,8 @@ class Case:
 
     name: str
     build: Callable[[], tuple[Any, Optional[dict]]]
-    needs: str = ""  # a module the case cannot run without
+    needs: tuple[str, ...] = ()  # modules the case can be built from; it needs one of them
+    source: Optional[Callable[[], str]] = None  # where the model comes from, shown after the name
 
 
 @dataclass
@@ -121,17 +137,6 @@ def bert_base() -> tuple[Any, dict]:
     return (out.last_hidden_state, out.pooler_output), dict(model.named_parameters())
 
 
-def torchvision_model(name: str) -> Callable[[], tuple[Any, dict]]:
-    def build() -> tuple[Any, dict]:
-        import torchvision
-
-        torch.manual_seed(0)
-        model = getattr(torchvision.models, name)(weights=None)
-        return model(torch.randn(1, 3, 224, 224)), dict(model.named_parameters())
-
-    return build
-
-
 def lstm_unrolled(steps: int = 30) -> tuple[Any, dict]:
     """One LSTMCell applied step after step: every step reuses the same weights."""
     torch.manual_seed(0)
@@ -154,10 +159,10 @@ def chain(length: int) -> Callable[[], tuple[Any, None]]:
 
 
 CASES = [
-    Case("gpt2-small", gpt2_small, needs="transformers"),
-    Case("bert-base", bert_base, needs="transformers"),
-    Case("resnet50", torchvision_model("resnet50"), needs="torchvision"),
-    Case("densenet121", torchvision_model("densenet121"), needs="torchvision"),
+    Case("gpt2-small", gpt2_small, needs=("transformers",)),
+    Case("bert-base", bert_base, needs=("transformers",)),
+    Case("resnet50", models.resnet50, needs=("torchvision", "transformers"), source=models.resnet50_source),
+    Case("densenet121", models.densenet121, source=models.densenet121_source),
     Case("lstm-30-steps", lstm_unrolled),
     Case("chain-10k", chain(10_000)),
     Case("chain-100k", chain(100_000)),
@@ -312,14 +317,16 @@ class LayoutCase:
     name: str
     build: Callable[[], tuple[Any, Optional[dict]]]
     options: dict
-    needs: str = ""
+    needs: tuple[str, ...] = ()
 
 
 LAYOUT_CASES = [
     LayoutCase("lstm-30-steps split", lstm_unrolled, dict(layout="dot")),
     LayoutCase("lstm-30-steps whole", lstm_unrolled, dict(layout="dot", split_shared=False)),
-    LayoutCase("gpt2-48-layers auto", gpt2_layers(48), dict(layout="auto"), needs="transformers"),
-    LayoutCase("gpt2-48-layers dot", gpt2_layers(48), dict(layout="dot"), needs="transformers"),
+    LayoutCase("gpt2-48-layers auto", gpt2_layers(48), dict(layout="auto"), needs=("transformers",)),
+    LayoutCase("gpt2-48-layers dot", gpt2_layers(48), dict(layout="dot"), needs=("transformers",)),
+    LayoutCase("densenet121 auto", models.densenet121, dict(layout="auto")),
+    LayoutCase("densenet121 dot", models.densenet121, dict(layout="dot")),
     LayoutCase("chain-10k fixed", chain(10_000), dict(layout="fixed")),
 ]
 
@@ -336,8 +343,8 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for case in LAYOUT_CASES:
-            if case.needs and not _importable(case.needs):
-                rows.append((case.name, f"skipped: {case.needs} not installed", "", None))
+            if case.needs and not any(map(_importable, case.needs)):
+                rows.append((case.name, f"skipped: {' or '.join(case.needs)} not installed", "", None))
                 continue
             print(f"rendering {case.name} ...", file=sys.stderr, flush=True)
             built = list(case.build())
@@ -366,7 +373,11 @@ def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout:
     for name, nodes, engine, s in rows:
         shown = "neato -n2 (fixed)" if engine == "neato" else engine
         lines.append(f"| {name} | {nodes} | {shown} | {'>' + format(timeout, 'g') if s is None else format(s, '.2f')} |")
-    ratios = [("lstm-30-steps whole", "lstm-30-steps split"), ("gpt2-48-layers dot", "gpt2-48-layers auto")]
+    ratios = [
+        ("lstm-30-steps whole", "lstm-30-steps split"),
+        ("gpt2-48-layers dot", "gpt2-48-layers auto"),
+        ("densenet121 dot", "densenet121 auto"),
+    ]
     for slow, fast in ratios:
         if seconds.get(fast) and seconds.get(slow):
             lines.append(f"{slow} / {fast}: {seconds[slow] / seconds[fast]:.1f}x")
@@ -457,11 +468,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     results = []
     started = time.perf_counter()
     for case in cases:
-        if case.needs and not _importable(case.needs):
-            results.append(Result(case.name, skipped=f"skipped: {case.needs} not installed"))
+        if case.needs and not any(map(_importable, case.needs)):
+            results.append(Result(case.name, skipped=f"skipped: {' or '.join(case.needs)} not installed"))
             continue
         print(f"measuring {case.name} ...", file=sys.stderr, flush=True)
-        results.append(measure(case, args.repeat, args.layout, args.layout_timeout, with_torchviz))
+        result = measure(case, args.repeat, args.layout, args.layout_timeout, with_torchviz)
+        if case.source is not None:
+            result.name = f"{case.name} ({case.source()})"
+        results.append(result)
         gc.collect()
     print(table(results, args.layout))
     print(
@@ -477,7 +491,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _importable(module: str) -> bool:
     try:
         __import__(module)
-    except ImportError:
+    except Exception:  # a broken install (a wheel built for another torch) raises RuntimeError
         return False
     return True
 
