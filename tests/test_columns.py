@@ -1,0 +1,93 @@
+"""A walked graph is kept as columns; drawn from them it gives the same bytes as from nodes and edges.
+
+The walk returns :class:`AutogradGraph.from_columns`: node contents shared among
+nodes alike, edges by node index, ``nodes`` and ``edges`` built only when read.
+The DOT writer reads the columns of any graph (a hand-built one's are made from its
+nodes), so the two paths must agree on every graph and option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from graphviz_autograd import make_dot, to_dot, walk
+from graphviz_autograd.graph import AutogradGraph, Columns, Edge, Node, numbered_ids
+
+from .graph_cases import CASES
+
+
+def _walk_as_make_dot_would(case) -> AutogradGraph:
+    options = case.options
+    params = case.params if case.params is not None or "recorder" not in options else options["recorder"].model
+    return walk(
+        case.outputs,
+        params,
+        collect_saved=bool(options.get("show_attrs") or options.get("show_saved")),
+        collect_shapes=options.get("show_shapes") is True,
+        recorder=options.get("recorder"),
+    )
+
+
+def _rebuilt(graph: AutogradGraph) -> AutogradGraph:
+    """The same graph built from its nodes and edges, as a hand-built graph is."""
+    return AutogradGraph(tuple(graph.nodes), tuple(graph.edges), graph.params_given, graph.modules)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_drawing_from_columns_equals_drawing_from_nodes(name):
+    case = CASES[name]()
+    walked = _walk_as_make_dot_would(case)
+    from_columns = make_dot(walked, case.params, **case.options).source
+    from_nodes = make_dot(_rebuilt(walked), case.params, **case.options).source
+    assert from_columns == from_nodes
+
+
+def test_to_dot_reads_the_columns_without_building_nodes():
+    x = torch.ones(3, requires_grad=True)
+    graph = walk((x * 2).sin().sum(), {"x": x})
+    source = to_dot(graph)
+    assert "nodes" not in vars(graph) and "edges" not in vars(graph)
+    assert source == to_dot(_rebuilt(graph))
+    assert "nodes" in vars(graph)  # read once by _rebuilt, then kept
+
+
+def test_ops_alike_share_one_content():
+    x = torch.ones(1, requires_grad=True)
+    y = x
+    for _ in range(50):
+        y = (y * 1.5).exp()
+    contents = walk(y, {"x": x}).columns().contents
+    assert len(contents) == 1 + 100 + 50 + 2  # output, ops, the 1.5s, AccumulateGrad and x
+    # One per op type, one for the inputs without gradient, one each for the
+    # output, the AccumulateGrad and x.
+    assert len({id(c) for c in contents}) == 6
+
+
+def test_a_walked_graph_compares_replaces_and_prints_like_a_built_one():
+    x = torch.ones(2, requires_grad=True)
+    walked = walk((x * 3).sum(), {"x": x})
+    built = _rebuilt(walk((x * 3).sum(), {"x": x}))
+    assert walked == built
+    assert repr(walked) == repr(built)
+    replaced = dataclasses.replace(walk((x * 3).sum(), {"x": x}), params_given=False)
+    assert replaced.nodes == built.nodes and not replaced.params_given
+    with pytest.raises(AttributeError, match="no attribute 'nodez'"):
+        walked.nodez
+
+
+def test_columns_of_a_built_graph_give_edges_to_unknown_ids_an_index_of_their_own():
+    graph = AutogradGraph((Node("a", "op", "A"), Node("a", "op", "B")), (Edge("a", "ghost"), Edge("ghost", "a")))
+    ids, contents, links = graph.columns()
+    assert ids == ["a", "a", "ghost"] and len(contents) == 2
+    assert [(s, t) for s, t, _ in links] == [(0, 2), (2, 0)]  # a repeated id: its first node
+    assert "\ta -> ghost\n" in to_dot(graph)
+
+
+def test_numbered_ids_past_the_kept_ones():
+    assert numbered_ids(70_000)[-1] == "n69999"
+    assert numbered_ids(2) == ["n0", "n1"]
+    columns = Columns(None, [("op", "A", None, None, None, (), "", "")] * 3, [(0, 1, ("data", None, None))])
+    assert [n.id for n in AutogradGraph.from_columns(columns).nodes] == ["n0", "n1", "n2"]
