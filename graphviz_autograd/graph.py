@@ -262,16 +262,20 @@ def numbered_ids(count: int) -> list[str]:
     >>> numbered_ids(3)
     ['n0', 'n1', 'n2']
     """
+    global _numbered
     if count > _NUMBERED_KEPT:
         return [f"n{i}" for i in range(count)]
-    if count > len(_numbered):  # grown, never shrunk: a copy of a slice is all a graph costs
-        _numbered.extend([f"n{i}" for i in range(len(_numbered), count)])
-    return _numbered[:count]
+    kept = _numbered
+    if count > len(kept):
+        # Replaced, not extended: a thread that reads the old list meanwhile still
+        # reads right ids, and two threads growing it at once both leave a right one.
+        kept = _numbered = [f"n{i}" for i in range(min(max(count, 2 * len(kept)), _NUMBERED_KEPT))]
+    return kept[:count]
 
 
 # The ids of graphs up to this many nodes are kept once for all (some 4 MB): most
 # graphs drawn in a process are alike in size, and writing them anew was a tenth
-# of the time it takes to draw one.
+# of the time it takes to draw one. Grown, never shrunk.
 _NUMBERED_KEPT = 65_536
 _numbered: list[str] = []
 
