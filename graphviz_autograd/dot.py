@@ -444,7 +444,8 @@ class _Writer:
             what = tensor_headline(kind, "")
             parts = self.named_parts[key] = (head + '"', f'\\n{shape_line}"{middle}"{what} ', f'\\n{rest}"{tail}')
         before_name, between_names, after_name = parts
-        return before_name + self.cut_name(name) + between_names + name + after_name
+        shown = name if len(name) <= self.max_chars else self.cut_name(name)
+        return f"{before_name}{shown}{between_names}{name}{after_name}"
 
     def content_attrs(self, node_id: str, content: tuple, key: tuple) -> str:
         """The attributes of a node with ``content``, written once per ``key``."""
