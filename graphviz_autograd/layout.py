@@ -30,7 +30,20 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .collapse import collapse
 from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, PARAMETER, SAVED, SAVED_BY, AutogradGraph, Edge, Node
+from .graph import (
+    ACCUMULATE_GRAD,
+    LEAF,
+    NO_GRAD,
+    NODE_KINDS,
+    OP,
+    PARAMETER,
+    SAVED,
+    SAVED_BY,
+    AutogradGraph,
+    Columns,
+    Node,
+    numbered_ids,
+)
 
 # A parameter used more often than this is drawn once per use. Graphviz's time grows
 # steeply with the fan-out of one node: an LSTM unrolled 8 steps lays out in 0.07 s,
@@ -42,7 +55,6 @@ LAYOUTS = ("auto", "dot", "fixed")
 DEFAULT_LAYOUT_BUDGET = 10.0
 
 Position = Tuple[float, float]
-_record = tuple.__new__
 
 
 # --- shared leaves ------------------------------------------------------------------
@@ -74,12 +86,13 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
         raise OptionError(f"max_uses must be a positive integer or None; got {max_uses!r}.")
     # Counted on the columns, in C-level passes: this runs on every drawn graph, a
     # million-node one included, and most have no node used that often at all.
-    ids, contents, links = graph.columns()
+    columns = graph.columns()
+    contents, links = columns.contents, columns.links
     uses = Counter(map(itemgetter(0), links))
     if not uses or max(uses.values()) <= max_uses:
         return graph
-    shared = {
-        ids[i]: count
+    shared = {  # node index -> its uses
+        i: count
         for i, count in uses.items()
         if count > max_uses and i < len(contents) and contents[i][0] == ACCUMULATE_GRAD
     }
@@ -87,51 +100,47 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
         return graph
 
     # Parameters and leaves that feed a shared AccumulateGrad travel with each copy.
-    kinds = {n[0]: n[1] for n in graph.nodes}
-    feeders: Dict[str, List[str]] = {}
-    for edge in graph.edges:
-        if edge[1] in shared and kinds.get(edge[0]) in (PARAMETER, LEAF):
-            feeders.setdefault(edge[1], []).append(edge[0])
-    copies_of = {}  # node id -> how many copies it gets (uses of what it feeds)
-    for accumulator, count in shared.items():
-        copies_of[accumulator] = count
-        for feeder in feeders.get(accumulator, ()):
-            copies_of[feeder] = max(copies_of.get(feeder, 1), count)
+    copies_of = dict(shared)  # node index -> how many copies it gets (uses of what it feeds)
+    for source, target, _ in links:
+        if target in shared and source < len(contents) and contents[source][0] in (PARAMETER, LEAF):
+            copies_of[source] = max(copies_of.get(source, 1), shared[target])
 
-    # Copies are built as walk.py builds records, with tuple.__new__ and every field
-    # in order (id, kind, label, rest; source, target, rest): several times faster than
-    # NamedTuple._replace, and a 30-step LSTM makes some 500 copies on every drawing.
-    nodes: List[Node] = []
-    for node in graph.nodes:
-        count = copies_of.get(node[0])
+    # The result is built as columns too: node i's copies sit one after another
+    # from index at[i], and a parameter's copies share its content tuple.
+    ids = columns.ids if columns.ids is not None else numbered_ids(len(contents))
+    new_ids: List[str] = []
+    new_contents: List[tuple] = []
+    at: List[int] = []
+    for i, content in enumerate(contents):
+        at.append(len(new_ids))
+        count = copies_of.get(i)
+        node_id = ids[i]
         if count is None:
-            nodes.append(node)
-        elif node[0] in shared:
-            node_id, kind, label, *rest = node
-            nodes.extend(
-                _record(Node, (node_id if u == 1 else f"{node_id}_{u}", kind, _use_label(label, u, count), *rest))
-                for u in range(1, count + 1)
-            )
+            new_ids.append(node_id)
+            new_contents.append(content)
+            continue
+        new_ids.extend(node_id if u == 1 else f"{node_id}_{u}" for u in range(1, count + 1))
+        if i in shared:
+            kind, label, *rest = content
+            new_contents.extend((kind, _use_label(label, u, count), *rest) for u in range(1, count + 1))
         else:
-            nodes.append(node)
-            nodes.extend(_record(Node, (f"{node.id}_{u}", *node[1:])) for u in range(2, count + 1))
+            new_contents.extend([content] * count)
+    for i in range(len(contents), len(ids)):  # ids that edges name but no node has
+        at.append(len(new_ids))
+        new_ids.append(ids[i])
 
-    edges: List[Edge] = []
+    new_links: List[tuple] = []
     seen_uses: Counter = Counter()
-    for edge in graph.edges:
-        source, target = edge[0], edge[1]
+    for source, target, rest in links:
         if source in shared:
             seen_uses[source] += 1
-            use = seen_uses[source]
-            edges.append(edge if use == 1 else _record(Edge, (f"{source}_{use}", *edge[1:])))
+            new_links.append((at[source] + seen_uses[source] - 1, at[target], rest))
         elif target in shared and source in copies_of:
-            edges.append(edge)
-            edges.extend(
-                _record(Edge, (f"{source}_{u}", f"{target}_{u}", *edge[2:])) for u in range(2, shared[target] + 1)
-            )
+            new_links.extend((at[source] + u, at[target] + u, rest) for u in range(shared[target]))
         else:
-            edges.append(edge)
-    return AutogradGraph(tuple(nodes), tuple(edges), graph.params_given, graph.modules)
+            new_links.append((at[source], at[target], rest))
+    split = Columns(new_ids, new_contents, new_links)
+    return AutogradGraph.from_columns(split, graph.params_given, graph.modules)
 
 
 def _use_label(label: str, use: int, uses: int) -> str:

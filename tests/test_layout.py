@@ -332,3 +332,14 @@ def test_cli_collapses_a_big_recorded_graph_and_says_so(tmp_path, monkeypatch):
     assert "drawing modules below depth 1 as boxes instead (13 nodes" in result.stderr  # each layer of 6 blocks a box
     svg = (tmp_path / "net.svg").read_text()
     assert len(re.findall(r"<title>n\d+</title>", svg)) == 13 and "5.0 (Linear) drawn as one box" in svg
+
+
+def test_split_of_a_built_graph_keeps_edges_to_ids_without_a_node_and_shares_copied_contents():
+    graph = shared_parameter_graph(3)
+    ghost = AutogradGraph(graph.nodes, graph.edges + (Edge("ghost", graph.nodes[0].id),), graph.params_given)
+    split = split_shared_leaves(ghost, max_uses=2)
+    assert ("ghost", graph.nodes[0].id) in [(e.source, e.target) for e in split.edges]
+    assert "ghost" not in {n.id for n in split.nodes}
+    contents = split.columns().contents
+    parameter_copies = [c for c in contents if c[0] == PARAMETER]
+    assert len(parameter_copies) == 3 and len({id(c) for c in parameter_copies}) == 1
