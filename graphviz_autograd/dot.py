@@ -59,6 +59,8 @@ from .style import (
 )
 
 DEFAULT_DTYPE = "float32"
+# to_dot joins node and edge lines in runs of this many (see body_lines).
+_JOIN_EVERY = 16_384
 UNNAMED = "(unnamed)"
 NO_GRAD_TEXT = "no grad"
 
@@ -184,7 +186,7 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
 
 def to_dot(graph: AutogradGraph, **options) -> str:
     """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
-    lines = body_lines(graph, **options)
+    lines = body_lines(graph, _join_every=_JOIN_EVERY, **options)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
     lines.insert(0, "digraph {\n")
@@ -217,6 +219,7 @@ def body_lines(
     node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
     split_shared: bool = True,
+    _join_every: Optional[int] = None,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -251,9 +254,18 @@ def body_lines(
     columns = writer.columns
     if clusters and graph.modules:
         out.extend(_cluster_lines(columns, graph.modules, writer))
+    elif _join_every:
+        # to_dot: each run of lines joined as soon as written, so that a million-node
+        # graph never holds millions of line strings at once.
+        count = len(columns.contents)
+        out.extend("".join(writer.node_lines(range(i, min(i + _join_every, count)))) for i in range(0, count, _join_every))
     else:
         out.extend(writer.node_lines(range(len(columns.contents))))
-    out.extend(_edge_lines(columns, show_shapes))
+    if _join_every:
+        count = len(columns.links)
+        out.extend("".join(_edge_lines(columns, show_shapes, i, i + _join_every)) for i in range(0, count, _join_every))
+    else:
+        out.extend(_edge_lines(columns, show_shapes))
     if legend:
         kinds = set(map(itemgetter(0), columns.contents))
         out.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
@@ -268,8 +280,10 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
     return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
 
 
-def _edge_lines(columns: Columns, show_shapes: bool) -> list[str]:
-    ids, _, links = columns
+def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
+    """The lines of the edges ``columns.links[start:stop]``."""
+    ids = columns.ids
+    links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
     if not show_shapes:
         # Indexing is faster than attribute reads on a million edges.
