@@ -91,3 +91,18 @@ def test_numbered_ids_past_the_kept_ones():
     assert numbered_ids(2) == ["n0", "n1"]
     columns = Columns(None, [("op", "A", None, None, None, (), "", "")] * 3, [(0, 1, ("data", None, None))])
     assert [n.id for n in AutogradGraph.from_columns(columns).nodes] == ["n0", "n1", "n2"]
+
+
+@pytest.mark.parametrize("shapes", [False, True])
+def test_to_dot_joined_in_runs_equals_the_lines_of_body_lines(shapes):
+    from graphviz_autograd.dot import _JOIN_EVERY, body_lines, digraph
+
+    x = torch.ones(2, requires_grad=True)
+    y = x
+    for _ in range(_JOIN_EVERY // 2 + 10):  # more nodes and edges than one run holds
+        y = y * 1.0001
+    graph = walk(y, {"x": x}, collect_shapes=shapes)
+    assert len(graph.columns().links) > _JOIN_EVERY
+    lines = body_lines(graph, show_shapes=shapes)
+    assert all(line.count("\n") == 1 for line in lines)  # one line each, as documented
+    assert to_dot(graph, show_shapes=shapes) == digraph(lines)
