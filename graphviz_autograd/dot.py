@@ -438,15 +438,13 @@ class _Writer:
         with the label ``"<name>\\n<shape line>"`` and the tooltip ``"<kind> <name>\\n<rest>"``.
         """
         kind, name = content[0], content[1]
-        if kind not in _TENSOR_KINDS or not name or _NEEDS_ESCAPE.search(name):
+        if kind not in _TENSOR_KINDS or not name or self.edge_shapes is not None:
+            return None  # with shapes on edges a tooltip also depends on the node's id
+        found = self.tensor_parts_for("", content)
+        if found is None:
             return None
-        if (kind == LEAF and self.params_given) or (kind == SAVED and content[6]):
-            return None
-        key = (kind, *content[2:])
-        try:
-            parts = self.named_parts.get(key)
-        except TypeError:  # a hand-built node holding a list cannot be a key
-            return None
+        key, (shape_line, rest) = found
+        parts = self.named_parts.get(key)
         if parts is None:
             template = self.templates.get(kind)
             if template is None:
@@ -454,7 +452,6 @@ class _Writer:
             head, middle, tail = template
             if not middle:
                 return None
-            shape_line, rest = self.tensor_parts_of(_record(Node, ("", *content)), key)
             what = tensor_headline(kind, "")
             parts = self.named_parts[key] = (head + '"', f'\\n{shape_line}"{middle}"{what} ', f'\\n{rest}"{tail}')
         before_name, between_names, after_name = parts
@@ -521,33 +518,38 @@ class _Writer:
         with only the name written per node. A name with characters to escape,
         a leaf drawn as unnamed and a saved tensor with a note take the full path.
         """
+        found = self.tensor_parts_for(node[0], node[1:])
+        if found is None:
+            return None
         kind, name = node[1], node[2]
-        if _NEEDS_ESCAPE.search(name) or (kind == LEAF and self.params_given) or (kind == SAVED and node.note):
-            return None
-        key = (kind, *node[3:])
-        try:
-            parts = self.tensor_parts.get(key)
-        except TypeError:  # a hand-built node holding a list cannot be a key
-            return None
-        if parts is None:
-            parts = self.tensor_parts_of(node, key)
-        shape_line, rest = parts
+        shape_line, rest = found[1]
         headline = tensor_headline(kind, name)
         if not name:
             return f'"{shape_line}"', f'"{headline}\\n{rest}"'
         return f'"{self.cut_name(name)}\\n{shape_line}"', f'"{headline}\\n{rest}"'
 
-    def tensor_parts_of(self, node: Node, key: tuple) -> tuple[str, str]:
-        """A tensor node's shape line and the rest of its tooltip but the headline, both
-        written; kept under ``key`` (its kind and every field but id and name)."""
-        parts = self.tensor_parts.get(key)
+    def tensor_parts_for(self, node_id: str, content: tuple) -> Optional[tuple[tuple, tuple[str, str]]]:
+        """``(key, (shape line, rest of the tooltip))`` of a tensor node (by id and
+        content, ``Node[1:]``) whose text can be put together from parts; None for one that
+        takes the full path: a name to escape, a leaf drawn as unnamed, a saved
+        tensor with a note. The parts are written once per key: the kind and
+        every field but id and name."""
+        kind, name = content[0], content[1]
+        if _NEEDS_ESCAPE.search(name) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6]):
+            return None
+        key = (kind, *content[2:])
+        try:
+            parts = self.tensor_parts.get(key)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return None
         if parts is None:
+            node = _record(Node, (node_id, *content))
             lines, _ = self.label_lines(node)
             # The tooltip's first line is tensor_headline(); the rest does not name
             # the node. Joined after a line with nothing to escape, the rest is
             # escaped as it would be in the whole text.
             parts = self.tensor_parts[key] = (escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1])
-        return parts
+        return key, parts
 
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
