@@ -9,16 +9,15 @@ ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
 
 
-def test_benchmark_prints_a_table_for_the_smallest_chain():
+def run_module(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--only", "chain-10k", "--repeat", "1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
+
+
+def test_benchmark_prints_a_table_for_the_smallest_chain():
+    done = run_module("benchmarks", "--only", "chain-10k", "--repeat", "1")
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("|")]
     header, _rule, row = rows
@@ -32,3 +31,20 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     float(cells["walk+dot ms"].replace(",", ""))
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
     assert cells["torchviz ms"] in ("RecursionError", "not installed")
+
+
+def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
+    # This checkout against itself: a fresh import of the same package writes the same text.
+    done = run_module("benchmarks.compare", "--before", str(ROOT), "--only", "lstm-30-steps", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| lstm")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[:2] == ["lstm-30-steps", "491"] and cells[-1] == "True"
+    float(cells[5])  # before/now
+
+
+def test_compare_refuses_a_folder_without_the_package(tmp_path):
+    done = run_module("benchmarks.compare", "--before", str(tmp_path))
+    assert done.returncode == 2
+    assert f"--before {tmp_path}: no graphviz_autograd package there" in done.stderr
