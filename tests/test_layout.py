@@ -66,6 +66,29 @@ def chain_graph(length: int) -> AutogradGraph:
     return AutogradGraph(tuple(nodes), tuple(edges))
 
 
+def dense_block_graph(layers: int) -> AutogradGraph:
+    """A DenseNet block as the walk makes it: each layer's output feeds the concatenation of every later layer.
+
+    The block input n1 and the output of each layer (a convolution) go into the
+    ``CatBackward0`` that starts each later layer and into the block's last one,
+    which feeds the output n0. A layer is a concatenation and three ops, 4 ranks, so
+    the edges into later concatenations reach down across 4 more ranks per layer.
+    """
+    nodes = [Node("n0", OUTPUT, "y", shape=(1, 8)), Node("n1", OP, "ConvolutionBackward0")]
+    edges = []
+    features = ["n1"]
+    for _ in range(layers):
+        cat, norm, relu, conv = (f"n{len(nodes) + i}" for i in range(4))
+        nodes += [Node(cat, OP, "CatBackward0"), Node(norm, OP, "NativeBatchNormBackward0"),
+                  Node(relu, OP, "ReluBackward0"), Node(conv, OP, "ConvolutionBackward0")]
+        edges += [Edge(f, cat) for f in features] + [Edge(cat, norm), Edge(norm, relu), Edge(relu, conv)]
+        features.append(conv)
+    last = f"n{len(nodes)}"
+    nodes.append(Node(last, OP, "CatBackward0"))
+    edges += [Edge(f, last) for f in features] + [Edge(last, "n0")]
+    return AutogradGraph(tuple(nodes), tuple(edges))
+
+
 # --- split_shared_leaves ---------------------------------------------------------------
 
 
@@ -221,6 +244,47 @@ def test_estimate_grows_with_size_and_with_fan_out():
     # An LSTM over 30 steps: dot takes 100 times longer on it whole than split.
     lstm = walk(*unrolled_lstm(30))
     assert estimate_layout_seconds(lstm) > 10 * estimate_layout_seconds(split_shared_leaves(lstm))
+
+
+# --- the cap on dot's network simplex ------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["TB", "LR"])
+def test_every_dot_caps_the_network_simplex(direction):
+    for graph in (dense_block_graph(6), chain_graph(3)):
+        assert f"\tgraph [nslimit=3 rankdir={direction}]\n" in to_dot(graph, direction=direction)
+    fixed = make_dot(dense_block_graph(6), layout="fixed").source
+    assert "\tgraph [nslimit=3 rankdir=TB]\n" in fixed  # harmless there: neato -n2 lays nothing out
+
+
+def _position_simplex(source: str) -> tuple:
+    """(iteration limit, iterations) of the network simplex dot -v reports last: the one placing nodes across."""
+    log = subprocess.run(["dot", "-v", "-Tplain"], input=source, capture_output=True, text=True, check=True).stderr
+    limits = re.findall(r"network simplex: +\d+ nodes \d+ edges maxiter=(\d+)", log)
+    iterations = re.findall(r"network simplex: +\d+ nodes \d+ edges (\d+) iter", log)
+    if not limits or not iterations:
+        pytest.skip("this Graphviz does not report its network simplex iterations")
+    return int(limits[-1]), int(iterations[-1])
+
+
+@needs_dot
+def test_dot_stops_placing_a_dense_block_at_three_iterations_per_node():
+    graph = dense_block_graph(6)
+    source = to_dot(graph)
+    limit, iterations = _position_simplex(source)
+    assert limit == 3 * len(graph.nodes) == iterations  # the cap is reached...
+    _, free = _position_simplex(source.replace("nslimit=3 ", ""))
+    assert free > 2 * limit  # ...where dot would otherwise go on
+
+
+@needs_dot
+def test_a_graph_without_long_edges_is_laid_out_as_without_the_cap():
+    source = make_dot(*unrolled_lstm(12)).source  # weights split: no long edges
+    limit, iterations = _position_simplex(source)
+    assert iterations < limit
+    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
+    free = subprocess.run(["dot", "-Tplain"], input=source.replace("nslimit=3 ", ""), capture_output=True, text=True, check=True)
+    assert plain == free.stdout
 
 
 def test_choose_layout_takes_an_explicit_choice_as_given():
