@@ -5,7 +5,7 @@
 >>> dot = make_dot((2 * w).sum(), params={"w": w})
 >>> print(dot.source, end="")  # doctest: +NORMALIZE_WHITESPACE +ELLIPSIS
 digraph {
-    graph [rankdir=TB]
+    graph [nslimit=3 rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
     n0 [fillcolor=darkolivegreen1 label="()" tooltip=...]
     n1 [fillcolor=lightgrey label=SumBackward0 tooltip=...]

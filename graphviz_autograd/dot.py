@@ -9,7 +9,7 @@ paths or time.
 ...                   (Edge("n1", "n0"),))
 >>> print(to_dot(g), end="")  # doctest: +NORMALIZE_WHITESPACE
 digraph {
-    graph [rankdir=TB]
+    graph [nslimit=3 rankdir=TB]
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
     n0 [fillcolor=darkolivegreen1 label="loss\\n()" tooltip="output loss\\nshape ()"]
     n1 [fillcolor=lightgrey label=SumBackward0 tooltip="Gradient of sum: sum over elements.\\nThe trailing 0 is PyTorch's overload index, not a layer number."]

@@ -4,9 +4,10 @@ Three things live here, all plain computation on an :class:`AutogradGraph` (no
 torch, no subprocess, no escaping of its own):
 
 - :func:`split_shared_leaves` draws a separate copy of a parameter (with its
-  ``AccumulateGrad``) for each use once it has more than ``max_uses``. Graphviz
-  ``dot`` spends most of its time on such fan-out: an LSTM unrolled 30 steps
-  over one set of weights takes 28 s as one node per weight, 0.2 s split.
+  ``AccumulateGrad``) for each use once it has more than ``max_uses``. Such
+  fan-out makes long edges, and ``dot`` is slow on long edges: an LSTM unrolled
+  30 steps over one set of weights takes 1.4 s as one node per weight (28 s
+  before ``style.GRAPH_ATTRS`` capped dot's network simplex), 0.12 s split.
 - :func:`estimate_layout_seconds` guesses how long ``dot`` will take, and
   :func:`choose_layout` is the one place that decides, from that guess and a
   budget, how a graph is laid out.
@@ -23,7 +24,6 @@ True
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from operator import itemgetter
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
@@ -44,13 +44,24 @@ from .graph import (
     Node,
     numbered_ids,
 )
+from .style import GRAPH_ATTRS
 
-# A parameter used more often than this is drawn once per use. Graphviz's time grows
-# steeply with the fan-out of one node: an LSTM unrolled 8 steps lays out in 0.07 s,
-# 16 steps in 1.4 s, 30 steps in 28 s (2 cores).
+# A parameter used more often than this is drawn once per use. One weight feeding
+# every step of an unrolled loop makes edges that reach down across many ranks, which
+# clutter the drawing and slow dot (see estimate_layout_seconds): an LSTM unrolled 8,
+# 16 and 30 steps lays out whole in 0.06, 0.25 and 1.4 s (0.07, 1.4 and 28 s before
+# style.GRAPH_ATTRS capped dot's network simplex), 30 steps split in 0.12 s (2 cores).
 DEFAULT_MAX_USES = 8
 
 LAYOUTS = ("auto", "dot", "fixed")
+# Seconds per iteration of dot's network simplex, per node of the graph it works on,
+# and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
+SIMPLEX_SECONDS = 3e-8
+ORDERING_SECONDS = 5e-10
+# Seconds (estimated from size alone) past which estimate_layout_seconds does not
+# count ranks: at some 200,000 nodes that costs a few tenths of a second, and the
+# answer is the fixed layout either way.
+UNCOUNTED_RANKS_ABOVE = 3600.0
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
 DEFAULT_LAYOUT_BUDGET = 10.0
 
@@ -153,25 +164,75 @@ def _use_label(label: str, use: int, uses: int) -> str:
 def estimate_layout_seconds(graph: AutogradGraph) -> float:
     """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG.
 
-    The model, fitted to ``dot -Tsvg`` runs on 2 cores (chains of 1,000 to 5,000
-    ops, GPT-2 with 12 and 48 layers, LSTMs unrolled 8 to 30 steps)::
+    ``dot`` puts a virtual node on every rank an edge crosses beyond its first, so
+    long edges, not the node count alone, decide its time: DenseNet-121's 1,282
+    nodes get 26,852 virtual ones (each feature map feeds every later
+    ``torch.cat`` of its block), GPT-2's 1,113 get 1,302. Two steps grow with them.
+    The network simplex placing nodes across the page works on ``size = nodes +
+    edges + 2 * virtual`` nodes, for about ``size / 2`` iterations of a cost in
+    proportion to ``size``, and stops at 3 iterations per node (``nslimit``, see
+    ``style.GRAPH_ATTRS``). Ordering nodes within ranks and routing edges grow with
+    how crowded the ranks are, ``crowding`` being the sum over ranks of the square
+    of their width, virtual nodes included (see :func:`rank_widths`)::
 
-        seconds = 0.05 + 1e-7 * size**2 * exp(0.17 * fan)
+        seconds = 0.05 + 3e-8 * size * min(size / 2, 3 * nodes) + 5e-10 * crowding ** 1.5
 
-    where ``size`` is the number of nodes plus edges and ``fan`` the most edges
-    leaving one node (capped at 100). Time grows with the square of the size and
-    steeply with fan-out: one AccumulateGrad feeding 30 ops makes ``dot`` 100 times
-    slower. The guess is within a factor of 4 on those graphs (chains, the easiest
-    shape for ``dot``, are the most overestimated): enough to tell a graph that takes
-    seconds from one that takes minutes, nothing finer.
+    Fitted to ``dot -Tsvg`` on 2 cores (chains of 2,000 to 10,000 nodes, GPT-2 with
+    12 and 48 layers, BERT, ResNet-50, DenseNet-121, LSTMs unrolled 8 to 30 steps,
+    split and whole, dense blocks of 12 to 48 layers), the guess is within a factor
+    of 1.5 of each, from 0.06 to 164 s: enough to tell a graph that takes seconds
+    from one that takes minutes, nothing finer. Ranks are counted in Python, so past
+    an hour on size alone (some 200,000 nodes) they are not, and the estimate is
+    that lower bound.
 
     >>> from graphviz_autograd.graph import AutogradGraph, Node
     >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
     True
     """
-    size = len(graph.nodes) + len(graph.edges)
-    fan = max(Counter(map(itemgetter(0), graph.edges)).values(), default=0)
-    return 0.05 + 1e-7 * size * size * math.exp(0.17 * min(fan, 100))
+    ids, _, links = graph.columns()
+    count = len(ids)  # an edge to an id that names no node gets a node of its own
+    size = count + len(links)
+    max_iterations = float(GRAPH_ATTRS.get("nslimit", "inf")) * count
+    seconds = _placing_seconds(size, max_iterations)
+    if seconds >= UNCOUNTED_RANKS_ABOVE:
+        return seconds
+    widths = rank_widths(count, links)
+    virtual = sum(widths) - count
+    crowding = sum(width * width for width in widths)
+    return _placing_seconds(size + 2 * virtual, max_iterations) + ORDERING_SECONDS * crowding**1.5
+
+
+def _placing_seconds(size: int, max_iterations: float) -> float:
+    return 0.05 + SIMPLEX_SECONDS * size * min(size / 2, max_iterations)
+
+
+def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[int]:
+    """How many nodes ``dot`` puts on each rank, the virtual nodes of long edges included.
+
+    ``links`` are edges as ``(source, target, ...)`` by node index, source above
+    target. Ranks are counted from the bottom, each node one above the highest of
+    the nodes it feeds (the longest path to a node that feeds nothing), as ``dot``
+    ranks a graph drawn top to bottom; an edge then has a virtual node on each
+    rank it crosses between its ends.
+
+    >>> rank_widths(3, [(2, 1, ()), (1, 0, ()), (2, 0, ())])  # 2 -> 0 crosses the rank of 1
+    [1, 2, 1]
+    """
+    pairs = [(link[0], link[1]) for link in links if link[0] != link[1]]
+    rank = _ranks(count, pairs)
+    widths = [0] * (max(rank, default=-1) + 1)
+    for r in rank:
+        widths[r] += 1
+    crossing = [0] * len(widths)  # +1 on the first rank an edge crosses, -1 on the rank of its source
+    for source, target in pairs:
+        if rank[source] - rank[target] > 1:
+            crossing[rank[target] + 1] += 1
+            crossing[rank[source]] -= 1
+    passing = 0
+    for r in range(len(widths)):
+        passing += crossing[r]
+        widths[r] += passing
+    return widths
 
 
 def check_layout(layout: str) -> str:

@@ -24,6 +24,7 @@ from graphviz_autograd.layout import (
     estimate_layout_seconds,
     fixed_layout_lines,
     layered_positions,
+    rank_widths,
     split_shared_leaves,
 )
 
@@ -63,6 +64,29 @@ def chain_graph(length: int) -> AutogradGraph:
         op, cut = f"n{2 * k - 1}", f"n{2 * k}"
         nodes += [Node(op, OP, "MulBackward0"), Node(cut, NO_GRAD)]
         edges += [Edge(op, f"n{max(2 * k - 3, 0)}"), Edge(cut, op, CUT)]
+    return AutogradGraph(tuple(nodes), tuple(edges))
+
+
+def dense_block_graph(layers: int) -> AutogradGraph:
+    """A DenseNet block as the walk makes it: each layer's output feeds the concatenation of every later layer.
+
+    The block input n1 and the output of each layer (a convolution) go into the
+    ``CatBackward0`` that starts each later layer and into the block's last one,
+    which feeds the output n0. A layer is a concatenation and three ops, 4 ranks, so
+    the edges into later concatenations reach down across 4 more ranks per layer.
+    """
+    nodes = [Node("n0", OUTPUT, "y", shape=(1, 8)), Node("n1", OP, "ConvolutionBackward0")]
+    edges = []
+    features = ["n1"]
+    for _ in range(layers):
+        cat, norm, relu, conv = (f"n{len(nodes) + i}" for i in range(4))
+        nodes += [Node(cat, OP, "CatBackward0"), Node(norm, OP, "NativeBatchNormBackward0"),
+                  Node(relu, OP, "ReluBackward0"), Node(conv, OP, "ConvolutionBackward0")]
+        edges += [Edge(f, cat) for f in features] + [Edge(cat, norm), Edge(norm, relu), Edge(relu, conv)]
+        features.append(conv)
+    last = f"n{len(nodes)}"
+    nodes.append(Node(last, OP, "CatBackward0"))
+    edges += [Edge(f, last) for f in features] + [Edge(last, "n0")]
     return AutogradGraph(tuple(nodes), tuple(edges))
 
 
@@ -218,9 +242,97 @@ def test_hidden_nodes_get_no_position():
 def test_estimate_grows_with_size_and_with_fan_out():
     small, big = chain_graph(100), chain_graph(10_000)
     assert estimate_layout_seconds(small) < 1 < estimate_layout_seconds(big)
-    # An LSTM over 30 steps: dot takes 100 times longer on it whole than split.
+    # An LSTM over 30 steps: its weights reach down to every step, and dot takes
+    # 11 times longer on it whole (1.4 s) than split (0.12 s).
     lstm = walk(*unrolled_lstm(30))
     assert estimate_layout_seconds(lstm) > 10 * estimate_layout_seconds(split_shared_leaves(lstm))
+
+
+def test_rank_widths_count_the_virtual_nodes_of_long_edges():
+    ids, _, links = chain_graph(3).columns()
+    # From the bottom: the output, the last op, then each op beside the input
+    # without gradient of the op below it, and the first op's input on top.
+    assert rank_widths(len(ids), links) == [1, 1, 2, 2, 1]
+    # A block of 3 layers has one node per rank; each later concatenation is 4
+    # ranks further down, and an edge to it has a virtual node on every rank between.
+    ids, _, links = dense_block_graph(3).columns()
+    assert rank_widths(len(ids), links) == [1, 1, 4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 1]
+    assert rank_widths(0, []) == []
+
+
+def test_estimate_counts_long_edges_not_just_nodes_and_edges():
+    dense = dense_block_graph(24)
+    chain = chain_graph(len(dense.edges) // 2 + 50)  # more nodes and more edges
+    assert len(chain.nodes) > len(dense.nodes) and len(chain.edges) > len(dense.edges)
+    # dot takes 1.5 s on the block, 0.07 s on the chain
+    assert estimate_layout_seconds(dense) > 10 * estimate_layout_seconds(chain)
+
+
+def test_estimate_follows_the_cap_on_dots_network_simplex(monkeypatch):
+    from graphviz_autograd import style
+
+    dense = dense_block_graph(24)
+    capped = estimate_layout_seconds(dense)
+    monkeypatch.delitem(style.GRAPH_ATTRS, "nslimit")
+    assert estimate_layout_seconds(dense) > 5 * capped  # dot takes 1.5 s capped, 9.4 s not
+    # Without long edges the cap is never reached, and makes no difference.
+    chain = chain_graph(2_000)
+    uncapped = estimate_layout_seconds(chain)
+    monkeypatch.undo()
+    assert estimate_layout_seconds(chain) == uncapped
+
+
+def test_densenet_is_laid_out_by_dot_within_the_budget():
+    from benchmarks.models import DenseNet121
+
+    torch.manual_seed(0)
+    model = DenseNet121()
+    graph = walk(model(torch.randn(1, 3, 64, 64)), dict(model.named_parameters()))
+    drawn = split_shared_leaves(graph)
+    # Before the cap, dot took 300 s on it and the estimate said 67 s; with it, 8 to 10 s.
+    assert 2 < estimate_layout_seconds(drawn) < 10
+    assert choose_layout(drawn) == ("dot", "")
+
+
+# --- the cap on dot's network simplex ------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["TB", "LR"])
+def test_every_dot_caps_the_network_simplex(direction):
+    for graph in (dense_block_graph(6), chain_graph(3)):
+        assert f"\tgraph [nslimit=3 rankdir={direction}]\n" in to_dot(graph, direction=direction)
+    fixed = make_dot(dense_block_graph(6), layout="fixed").source
+    assert "\tgraph [nslimit=3 rankdir=TB]\n" in fixed  # harmless there: neato -n2 lays nothing out
+
+
+def _position_simplex(source: str) -> tuple:
+    """(iteration limit, iterations) of the network simplex dot -v reports last: the one placing nodes across."""
+    log = subprocess.run(["dot", "-v", "-Tplain"], input=source, capture_output=True, text=True, check=True).stderr
+    limits = re.findall(r"network simplex: +\d+ nodes \d+ edges maxiter=(\d+)", log)
+    iterations = re.findall(r"network simplex: +\d+ nodes \d+ edges (\d+) iter", log)
+    if not limits or not iterations:
+        pytest.skip("this Graphviz does not report its network simplex iterations")
+    return int(limits[-1]), int(iterations[-1])
+
+
+@needs_dot
+def test_dot_stops_placing_a_dense_block_at_three_iterations_per_node():
+    graph = dense_block_graph(6)
+    source = to_dot(graph)
+    limit, iterations = _position_simplex(source)
+    assert limit == 3 * len(graph.nodes) == iterations  # the cap is reached...
+    _, free = _position_simplex(source.replace("nslimit=3 ", ""))
+    assert free > 2 * limit  # ...where dot would otherwise go on
+
+
+@needs_dot
+def test_a_graph_without_long_edges_is_laid_out_as_without_the_cap():
+    source = make_dot(*unrolled_lstm(12)).source  # weights split: no long edges
+    limit, iterations = _position_simplex(source)
+    assert iterations < limit
+    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
+    free = subprocess.run(["dot", "-Tplain"], input=source.replace("nslimit=3 ", ""), capture_output=True, text=True, check=True)
+    assert plain == free.stdout
 
 
 def test_choose_layout_takes_an_explicit_choice_as_given():
