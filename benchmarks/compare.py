@@ -84,7 +84,7 @@ def compare(before: ModuleType, now: ModuleType, names: list[str], repeat: int) 
             f"| {time_before / time_now:.2f} | {time_before / bare:.1f} | {time_now / bare:.1f} "
             f"| {_torchviz_cell(torchviz)} | {_ratio(torchviz, time_before)} | {_ratio(torchviz, time_now)} | {same} |"
         )
-        del outputs, params
+        outputs = params = old = new = None  # the graph goes before the next one is built
         gc.collect()
     return rows
 
