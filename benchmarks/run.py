@@ -6,6 +6,7 @@ imported::
     PYTHONPATH=. python -m benchmarks --layout   # every graph (about 4 minutes)
     PYTHONPATH=. python -m benchmarks --only gpt2-small --layout
     PYTHONPATH=. python -m benchmarks --layouts     # the layout timings below (about 2 minutes more)
+    PYTHONPATH=. python -m benchmarks.compare --before DIR   # against another checkout (benchmarks/compare.py)
 
 Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 
