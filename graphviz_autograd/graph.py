@@ -193,10 +193,10 @@ class AutogradGraph:
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes not set: the nodes and edges of a graph from columns.
-        columns = self.__dict__.get("_columns") if name in ("nodes", "edges") else None
-        if columns is None:
+        if name not in ("nodes", "edges") or "_columns" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        ids = columns.ids if columns.ids is not None else numbered_ids(len(columns.contents))
+        columns = self.columns()
+        ids = columns.ids
         nodes = tuple([_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
         edges = tuple([_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
         object.__setattr__(self, "nodes", nodes)

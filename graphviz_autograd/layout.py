@@ -42,7 +42,6 @@ from .graph import (
     AutogradGraph,
     Columns,
     Node,
-    numbered_ids,
 )
 from .style import GRAPH_ATTRS
 
@@ -118,7 +117,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
 
     # The result is built as columns too: node i's copies sit one after another
     # from index at[i], and a parameter's copies share its content tuple.
-    ids = columns.ids if columns.ids is not None else numbered_ids(len(contents))
+    ids = columns.ids
     new_ids: List[str] = []
     new_contents: List[tuple] = []
     at: List[int] = []
