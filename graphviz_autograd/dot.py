@@ -46,6 +46,7 @@ from .graph import (
 
 _record = tuple.__new__  # a Node from every field in order (see walk.py)
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .speedups import ACCELERATED
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -258,12 +259,12 @@ def body_lines(
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
-        out.extend("".join(writer.node_lines(range(i, min(i + _join_every, count)))) for i in range(0, count, _join_every))
+        out.extend(writer.joined_node_lines(i, min(i + _join_every, count)) for i in range(0, count, _join_every))
     else:
         out.extend(writer.node_lines(range(len(columns.contents))))
     if _join_every:
         count = len(columns.links)
-        out.extend("".join(_edge_lines(columns, show_shapes, i, i + _join_every)) for i in range(0, count, _join_every))
+        out.extend(_joined_edge_lines(columns, show_shapes, i, i + _join_every) for i in range(0, count, _join_every))
     else:
         out.extend(_edge_lines(columns, show_shapes))
     if legend:
@@ -280,9 +281,23 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
     return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
 
 
+def _joined_edge_lines(columns: Columns, show_shapes: bool, start: int, stop: int) -> str:
+    """``"".join(_edge_lines(columns, show_shapes, start, stop))``, without the lines where the C loop writes it."""
+    if ACCELERATED is not None and not show_shapes and type(columns.ids) is list and type(columns.links) is list:
+        return ACCELERATED.edge_text(columns.ids, columns.links, start, stop, _edge_line_ends(), True)
+    return "".join(_edge_lines(columns, show_shapes, start, stop))
+
+
+def _edge_line_ends() -> dict[str, str]:
+    """Edge kind -> what follows the target's id on its line: the attributes (if any) and the line break."""
+    return {kind: (f" [{attr_list(attrs)}]\n" if attrs else "\n") for kind, attrs in EDGE_STYLES.items()}
+
+
 def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
     """The lines of the edges ``columns.links[start:stop]``."""
     ids = columns.ids
+    if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) is list:
+        return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends(), False)
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
     if not show_shapes:
@@ -385,8 +400,9 @@ class _Writer:
         # The same key -> the text of a named tensor node's attributes before its name,
         # between its two mentions and after (see named_tensor_attrs).
         self.named_parts: dict[tuple, tuple[str, str, str]] = {}
-        # Node content (Node[1:], with its edge shapes when there are any) -> its attributes.
-        self.attrs_by_content: dict = {}
+        # Node content (Node[1:], with its edge shapes when there are any) -> its attributes,
+        # kept for every writer with the same settings (see _written_attrs).
+        self.attrs_by_content = _written_attrs((self.params_given, max_chars, show_attrs, show_device, _frozen(styles)))
         # id() of a content tuple of self.columns -> its attributes. A walk shares one
         # content among nodes alike, so most nodes are found here without hashing
         # their content; the tuples live as long as the columns, so ids stay theirs.
@@ -403,23 +419,60 @@ class _Writer:
         """
         ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
+        if type(indices) is range and indices.step == 1 and self.in_c():
+            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at, False)
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
             lines = []
             add_line = lines.append
-            named = self.named_tensor_attrs
             for i in indices:
                 content = contents[i]
                 attrs = known(id(content))
                 if attrs is None:
-                    # A parameter is the one node of its content: not worth keeping.
-                    attrs = named(content)
-                    if attrs is None:
-                        attrs = by_identity[id(content)] = self.content_attrs(ids[i], content, content)
+                    attrs = by_identity[id(content)] = self.plain_attrs(ids[i], content)
                 add_line(f"\t{ids[i]} {attrs}\n")
             return lines
         return [self.styled_node_line(i) for i in indices]
+
+    def joined_node_lines(self, start: int, stop: int) -> str:
+        """``"".join(self.node_lines(range(start, stop)))``, without the lines where the C loop writes it."""
+        if self.in_c():
+            return ACCELERATED.node_text(self.columns.ids, self.columns.contents, start, stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at, True)
+        return "".join(self.node_lines(range(start, stop)))
+
+    def in_c(self) -> bool:
+        """Whether the C loop (speedups.py) writes the node lines: built, and no node drawn apart."""
+        columns = self.columns
+        return (
+            ACCELERATED is not None
+            and self.edge_shapes is None
+            and not self.node_styles
+            and type(columns.ids) is list
+            and type(columns.contents) is list
+        )
+
+    def attrs_at(self, index: int) -> str:
+        """The attributes of node ``index`` that the C loop did not find by its content's identity."""
+        content = self.columns.contents[index]
+        attrs = self.attrs_by_identity[id(content)] = self.plain_attrs(self.columns.ids[index], content)
+        return attrs
+
+    def plain_attrs(self, node_id: str, content: tuple) -> str:
+        """The attributes of a node not drawn apart, in a graph without edge shapes: as
+        written before by a writer with these settings, or written now and kept."""
+        # get() rather than catching KeyError: the first drawing of a model misses on
+        # every parameter, and raising and catching costs more than writing them.
+        try:
+            attrs = self.attrs_by_content.get(content)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return self.node_attrs(_record(Node, (node_id, *content)))
+        if attrs is None:
+            attrs = self.named_tensor_attrs(content)
+            if attrs is None:
+                attrs = self.node_attrs(_record(Node, (node_id, *content)))
+            _keep(self.attrs_by_content, content, attrs)
+        return attrs
 
     def styled_node_line(self, index: int) -> str:
         """A node's line when some node has a style of its own or edges have shapes."""
@@ -460,14 +513,13 @@ class _Writer:
 
     def content_attrs(self, node_id: str, content: tuple, key: tuple) -> str:
         """The attributes of a node with ``content``, written once per ``key``."""
-        # get() rather than catching KeyError: every parameter of a model misses,
-        # and raising and catching costs more than writing its attributes.
         try:
             attrs = self.attrs_by_content.get(key)
         except TypeError:  # a hand-built node holding a list cannot be a key
             return self.node_attrs(_record(Node, (node_id, *content)))
         if attrs is None:
-            attrs = self.attrs_by_content[key] = self.node_attrs(_record(Node, (node_id, *content)))
+            attrs = self.node_attrs(_record(Node, (node_id, *content)))
+            _keep(self.attrs_by_content, key, attrs)
         return attrs
 
     def node_attrs(self, node: Node, overlay: Optional[Mapping[str, str]] = None) -> str:
@@ -623,6 +675,42 @@ class _Writer:
         return [node.label, rule, *rows]
 
 
+# Attributes written for node contents, kept from one drawing to the next: a model
+# drawn again (each training step, each notebook run, each golden test of a
+# family of models) has the same op types and parameters, and writing their text
+# was most of the time of drawing it. One dict per set of writer settings; at most
+# _WRITTEN_KEPT contents in each (some 10 MB), emptied when full.
+_WRITTEN_KEPT = 20_000
+_WRITTEN_SETTINGS_KEPT = 16
+_written: dict[tuple, dict] = {}
+
+
+def _written_attrs(settings: tuple) -> dict:
+    """The kept attributes of node contents drawn with ``settings``."""
+    attrs = _written.get(settings)
+    if attrs is None:
+        if len(_written) >= _WRITTEN_SETTINGS_KEPT:
+            _written.clear()
+        attrs = _written[settings] = {}
+    return attrs
+
+
+def _keep(written: dict, key: tuple, attrs: str) -> None:
+    if len(written) >= _WRITTEN_KEPT:
+        written.clear()
+    written[key] = attrs
+
+
+def forget_written_attrs() -> None:
+    """Drop the node attributes kept from earlier drawings (benchmarks time a first drawing with this)."""
+    _written.clear()
+
+
+def _frozen(styles: Mapping[str, Mapping[str, str]]) -> tuple:
+    """Node styles as a key: kind and sorted attributes."""
+    return tuple((kind, tuple(sorted(attrs.items()))) for kind, attrs in sorted(styles.items()))
+
+
 def _around_label(attrs: Mapping[str, str]) -> tuple[str, str]:
     """What :func:`attr_list` writes for ``attrs`` with a label, cut where the label's value goes.
 
@@ -661,8 +749,11 @@ def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
 def _edge_shapes(columns: Columns) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
     ids, _, links = columns
-    # Looked for in C (a shape may be (), so not by truth): a walk without shapes has none.
-    if next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
+    # A shape may be (), so looked for as not None, not by truth: a walk without shapes has none.
+    if ACCELERATED is not None and type(links) is list:
+        if not ACCELERATED.any_edge_shape(links):
+            return None
+    elif next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
         return None
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}

@@ -43,6 +43,7 @@ from .graph import (
     Columns,
     Node,
 )
+from .speedups import ACCELERATED
 from .style import GRAPH_ATTRS
 
 # A parameter used more often than this is drawn once per use. One weight feeding
@@ -98,14 +99,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     # million-node one included, and most have no node used that often at all.
     columns = graph.columns()
     contents, links = columns.contents, columns.links
-    uses = Counter(map(itemgetter(0), links))
-    if not uses or max(uses.values()) <= max_uses:
-        return graph
-    shared = {  # node index -> its uses
-        i: count
-        for i, count in uses.items()
-        if count > max_uses and i < len(contents) and contents[i][0] == ACCUMULATE_GRAD
-    }
+    shared = _shared_accumulate_grads(contents, links, max_uses)  # node index -> its uses
     if not shared:
         return graph
 
@@ -151,6 +145,20 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
             new_links.append((at[source], at[target], rest))
     split = Columns(new_ids, new_contents, new_links)
     return AutogradGraph.from_columns(split, graph.params_given, graph.modules)
+
+
+def _shared_accumulate_grads(contents: Sequence[tuple], links: Sequence[tuple], max_uses: int) -> Dict[int, int]:
+    """{node index: uses} of each AccumulateGrad node that feeds more than ``max_uses`` edges."""
+    if ACCELERATED is not None and type(contents) is list and type(links) is list:
+        return ACCELERATED.shared_sources(links, contents, ACCUMULATE_GRAD, max_uses)
+    uses = Counter(map(itemgetter(0), links))
+    if not uses or max(uses.values()) <= max_uses:
+        return {}
+    return {
+        i: count
+        for i, count in uses.items()
+        if count > max_uses and 0 <= i < len(contents) and contents[i][0] == ACCUMULATE_GRAD
+    }
 
 
 def _use_label(label: str, use: int, uses: int) -> str:

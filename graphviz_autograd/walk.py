@@ -16,7 +16,6 @@ an :class:`~graphviz_autograd.graph.AutogradGraph` that holds no tensor.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import threading
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
+from .speedups import ACCELERATED
 from .errors import InputTypeError, NoGraphError
 from .graph import (
     ACCUMULATE_GRAD,
@@ -317,11 +317,26 @@ class _Walker:
                 source = self.fn_index.get(fn)
                 if source is None:
                     source = self.fn_index[fn] = self.new_index()
-                    self.drain([fn])
+                    self.drain_any([fn])
             self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
         return AutogradGraph.from_columns(columns, self.params_given, modules)
+
+    def drain_any(self, stack: list[Any]) -> None:
+        """:meth:`drain`, in C where the C loop is built and the walk needs nothing it leaves out
+        (a recorder's cut reasons, the shapes along edges)."""
+        if ACCELERATED is None or self.recorder is not None or self.collect_shapes:
+            self.drain(stack)
+            return
+        leaves = (
+            self.leaf_index, self.keep_alive, self.parameter_names, _DTYPE_NAMES, _DEVICE_NAMES, _tensor_meta,
+            self.shared_content(ACCUMULATE_GRAD, _ACCUMULATE_GRAD, ""), LEAF, PARAMETER,
+        )
+        ACCELERATED.drain(
+            self, stack, self.fn_index, self.contents, self.links, self.plain_ops,
+            _FEEDS_LEAF, _DATA_LINK, _CUT_LINK, self.shared_content(NO_GRAD, "", ""), leaves,
+        )
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get indices in input order.
@@ -593,12 +608,21 @@ def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
 
 
 # A model has hundreds of parameters but one or two dtypes and devices: their
-# names are cached rather than built again from str() for every tensor.
-@functools.lru_cache(maxsize=None)
+# names are kept rather than built again from str() for every tensor (the C
+# loop reads these dicts too, and leaves a miss to _tensor_meta).
+_DTYPE_NAMES: dict = {}
+_DEVICE_NAMES: dict = {}
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
-@functools.lru_cache(maxsize=None)
 def _device_name(device: torch.device) -> str:
-    return str(device)
+    name = _DEVICE_NAMES.get(device)
+    if name is None:
+        name = _DEVICE_NAMES[device] = str(device)
+    return name

@@ -464,8 +464,9 @@ def test_tooltip_holds_module_shapes_saved_values_and_device_only_when_asked():
 
 def test_tooltips_of_a_big_graph_are_written_once_per_content(monkeypatch):
     from graphviz_autograd import walk
-    from graphviz_autograd.dot import _Writer
+    from graphviz_autograd.dot import _Writer, forget_written_attrs
 
+    forget_written_attrs()  # as in a new process
     calls = []
     node_attrs = _Writer.node_attrs
     monkeypatch.setattr(_Writer, "node_attrs", lambda self, node: calls.append(node.kind) or node_attrs(self, node))
@@ -478,6 +479,14 @@ def test_tooltips_of_a_big_graph_are_written_once_per_content(monkeypatch):
     # The parameter's attributes are put together from parts (named_tensor_attrs).
     assert sorted(calls) == ["accumulate_grad", "no_grad", "op", "output"]
     assert '[fillcolor=lightblue label="x\\n(1)" tooltip="parameter x\\nshape (1), float32"]' in source
+    # Drawn again, and with another option that changes no node's text: nothing is written anew.
+    calls.clear()
+    assert to_dot(walk(y, {"x": x})) == source
+    assert to_dot(walk(y, {"x": x}), legend=True).startswith(source[: source.index("\tn1 -> n0")])
+    assert calls == []
+    # An option that changes node text does write again.
+    to_dot(walk(y, {"x": x}), show_device=True)
+    assert sorted(calls) == ["accumulate_grad", "no_grad", "op", "output"]
 
 
 def test_module_box_tooltip_lists_class_ops_params_and_folded_members():

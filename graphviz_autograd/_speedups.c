@@ -1,0 +1,660 @@
+/* The hot loops of the walk and of the DOT writer, in C.
+ *
+ * Optional: graphviz_autograd/speedups.py imports this module when it was built,
+ * and walk.py and dot.py fall back on their pure-Python loops when it was not
+ * (or when GRAPHVIZ_AUTOGRAD_PURE_PYTHON is set). Both must give the same graph
+ * and the same bytes; tests/test_speedups.py holds them to it.
+ *
+ * Nothing here knows more of PyTorch than walk.py's loop does: it reads
+ * grad_fn.next_functions through the ordinary attribute protocol and calls back
+ * into the walker for every node that is not a plain op seen before.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static PyObject *str_next_functions;
+static PyObject *str_content_of;
+static PyObject *str_variable;
+static PyObject *str_shape;
+static PyObject *str_dtype;
+static PyObject *str_device;
+static PyObject *str_tab;
+static PyObject *str_space;
+static PyObject *str_newline;
+static PyObject *str_arrow;
+static PyObject *str_empty;
+static PyObject *empty_tuple;
+
+/* (a, b, rest) with a new reference to each. */
+static PyObject *
+link_tuple(PyObject *source, PyObject *target, PyObject *rest)
+{
+    PyObject *link = PyTuple_New(3);
+    if (link == NULL)
+        return NULL;
+    Py_INCREF(source);
+    Py_INCREF(target);
+    Py_INCREF(rest);
+    PyTuple_SET_ITEM(link, 0, source);
+    PyTuple_SET_ITEM(link, 1, target);
+    PyTuple_SET_ITEM(link, 2, rest);
+    return link;
+}
+
+static int
+append_link(PyObject *links, PyObject *source, PyObject *target, PyObject *rest)
+{
+    PyObject *link = link_tuple(source, target, rest);
+    if (link == NULL)
+        return -1;
+    int failed = PyList_Append(links, link);
+    Py_DECREF(link);
+    return failed;
+}
+
+/* The inputs of one node: an index and a link each, new grad_fns pushed on the
+ * stack (first input on top). Returns -1 with an exception set on failure. */
+static int
+visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, PyObject *fn_index,
+             PyObject *contents, PyObject *links, PyObject *data_link,
+             PyObject *cut_link, PyObject *plain_cut)
+{
+    PyObject *inputs = PyObject_GetAttr(fn, str_next_functions);
+    if (inputs == NULL)
+        return -1;
+    PyObject *seq = PySequence_Fast(inputs, "next_functions is not a sequence");
+    Py_DECREF(inputs);
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t new_children = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *pair = items[k];
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "next_functions holds an entry that is not a (function, input number) pair");
+            goto fail;
+        }
+        PyObject *child = PyTuple_GET_ITEM(pair, 0);
+        if (child == Py_None) {
+            PyObject *cut_index = PyLong_FromSsize_t(PyList_GET_SIZE(contents));
+            if (cut_index == NULL)
+                goto fail;
+            int failed = append_link(links, cut_index, index, cut_link);
+            Py_DECREF(cut_index);
+            if (failed || PyList_Append(contents, plain_cut) < 0)
+                goto fail;
+            continue;
+        }
+        PyObject *child_index = PyDict_GetItemWithError(fn_index, child); /* borrowed */
+        if (child_index != NULL) {
+            if (append_link(links, child_index, index, data_link) < 0)
+                goto fail;
+            continue;
+        }
+        if (PyErr_Occurred())
+            goto fail;
+        PyObject *new_index = PyLong_FromSsize_t(PyList_GET_SIZE(contents));
+        if (new_index == NULL)
+            goto fail;
+        if (PyDict_SetItem(fn_index, child, new_index) < 0
+            || PyList_Append(contents, Py_None) < 0
+            || PyList_Append(stack, child) < 0
+            || append_link(links, new_index, index, data_link) < 0) {
+            Py_DECREF(new_index);
+            goto fail;
+        }
+        Py_DECREF(new_index);
+        new_children++;
+    }
+    /* The run of new children, reversed: the first input is walked first. */
+    if (new_children > 1) {
+        PyObject **top = &PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - new_children);
+        for (Py_ssize_t lo = 0, hi = new_children - 1; lo < hi; lo++, hi--) {
+            PyObject *swap = top[lo];
+            top[lo] = top[hi];
+            top[hi] = swap;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* What drain needs to add the leaf behind an AccumulateGrad itself (see
+ * _Walker.accumulate_grad and _Walker.leaf, which it does the work of). */
+typedef struct {
+    PyObject *leaf_index;      /* dict: id(leaf tensor) -> node index */
+    PyObject *keep_alive;      /* list: the leaves, kept while their ids are keys */
+    PyObject *parameter_names; /* dict: id(tensor) -> name */
+    PyObject *dtype_names;     /* dict: torch.dtype -> its name, filled by meta_of */
+    PyObject *device_names;    /* dict: torch.device -> its name, filled by meta_of */
+    PyObject *meta_of;         /* tensor -> (shape, dtype name, device name), in Python */
+    PyObject *accumulate_content; /* the content every AccumulateGrad node shares */
+    PyObject *leaf_kind;
+    PyObject *parameter_kind;
+} Leaves;
+
+/* (shape, dtype name, device name) of a tensor, read the way walk._tensor_meta
+ * reads them; anything out of the ordinary is left to meta_of. */
+static PyObject *
+tensor_meta(Leaves *leaves, PyObject *tensor)
+{
+    PyObject *shape = NULL, *size = NULL, *dtype = NULL, *device = NULL;
+    PyObject *dtype_name, *device_name;
+    size = PyObject_GetAttr(tensor, str_shape);
+    if (size == NULL || !PyTuple_Check(size))
+        goto in_python;
+    shape = PyTuple_GetSlice(size, 0, PyTuple_GET_SIZE(size)); /* torch.Size -> tuple */
+    if (shape == NULL)
+        goto in_python;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(shape); k++) {
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape, k)))
+            goto in_python;
+    }
+    dtype = PyObject_GetAttr(tensor, str_dtype);
+    if (dtype == NULL || (dtype_name = PyDict_GetItemWithError(leaves->dtype_names, dtype)) == NULL)
+        goto in_python;
+    device = PyObject_GetAttr(tensor, str_device);
+    if (device == NULL || (device_name = PyDict_GetItemWithError(leaves->device_names, device)) == NULL)
+        goto in_python;
+    PyObject *meta = PyTuple_Pack(3, shape, dtype_name, device_name);
+    Py_DECREF(size);
+    Py_DECREF(shape);
+    Py_DECREF(dtype);
+    Py_DECREF(device);
+    return meta;
+in_python:
+    Py_XDECREF(size);
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    Py_XDECREF(device);
+    PyErr_Clear();
+    return PyObject_CallOneArg(leaves->meta_of, tensor);
+}
+
+/* The index of the node of a leaf tensor, adding the node the first time (new reference). */
+static PyObject *
+leaf_node(Leaves *leaves, PyObject *tensor, PyObject *contents)
+{
+    PyObject *key = PyLong_FromVoidPtr(tensor);
+    if (key == NULL)
+        return NULL;
+    PyObject *index = PyDict_GetItemWithError(leaves->leaf_index, key);
+    if (index != NULL || PyErr_Occurred()) {
+        Py_XINCREF(index);
+        Py_DECREF(key);
+        return index;
+    }
+    PyObject *meta = NULL, *content = NULL;
+    index = PyLong_FromSsize_t(PyList_GET_SIZE(contents));
+    if (index == NULL)
+        goto fail;
+    PyObject *name = PyDict_GetItemWithError(leaves->parameter_names, key); /* borrowed */
+    if (name == NULL && PyErr_Occurred())
+        goto fail;
+    meta = tensor_meta(leaves, tensor);
+    if (meta == NULL)
+        goto fail;
+    if (!PyTuple_Check(meta) || PyTuple_GET_SIZE(meta) != 3) {
+        PyErr_SetString(PyExc_TypeError, "meta_of() must give (shape, dtype, device)");
+        goto fail;
+    }
+    /* (kind, name, shape, dtype, device, attrs, note, module), as _Walker.leaf makes it */
+    content = PyTuple_Pack(8, name == NULL ? leaves->leaf_kind : leaves->parameter_kind,
+                           name == NULL ? str_empty : name, PyTuple_GET_ITEM(meta, 0),
+                           PyTuple_GET_ITEM(meta, 1), PyTuple_GET_ITEM(meta, 2), empty_tuple, str_empty, str_empty);
+    if (content == NULL
+        || PyDict_SetItem(leaves->leaf_index, key, index) < 0
+        || PyList_Append(leaves->keep_alive, tensor) < 0
+        || PyList_Append(contents, content) < 0)
+        goto fail;
+    Py_DECREF(key);
+    Py_DECREF(meta);
+    Py_DECREF(content);
+    return index;
+fail:
+    Py_DECREF(key);
+    Py_XDECREF(index);
+    Py_XDECREF(meta);
+    Py_XDECREF(content);
+    return NULL;
+}
+
+/* An AccumulateGrad node at ``index``: its shared content, its leaf and the link between. */
+static int
+accumulate_grad(Leaves *leaves, PyObject *fn, PyObject *index, PyObject *contents, PyObject *links,
+                PyObject *data_link)
+{
+    PyObject *tensor = PyObject_GetAttr(fn, str_variable);
+    if (tensor == NULL)
+        return -1;
+    PyObject *leaf = leaf_node(leaves, tensor, contents);
+    Py_DECREF(tensor);
+    if (leaf == NULL)
+        return -1;
+    Py_ssize_t at = PyLong_AsSsize_t(index);
+    if (at == -1 && PyErr_Occurred()) {
+        Py_DECREF(leaf);
+        return -1;
+    }
+    Py_INCREF(leaves->accumulate_content);
+    int failed = PyList_SetItem(contents, at, leaves->accumulate_content) < 0 /* steals */
+                 || append_link(links, leaf, index, data_link) < 0;
+    Py_DECREF(leaf);
+    return failed ? -1 : 0;
+}
+
+PyDoc_STRVAR(drain_doc,
+"drain(walker, stack, fn_index, contents, links, plain_ops, feeds_leaf, data_link, cut_link, plain_cut, leaves)\n"
+"--\n\n"
+"_Walker.drain for a walk without a recorder and without edge shapes:\n"
+"the same graph, built the same way. ``leaves`` is (leaf_index, keep_alive,\n"
+"parameter_names, dtype_names, device_names, meta_of, accumulate_content,\n"
+"leaf_kind, parameter_kind): what an AccumulateGrad of a type in plain_ops\n"
+"(as feeds_leaf) needs to add its leaf.");
+
+static PyObject *
+drain(PyObject *module, PyObject *args)
+{
+    PyObject *walker, *stack, *fn_index, *contents, *links, *plain_ops;
+    PyObject *feeds_leaf, *data_link, *cut_link, *plain_cut;
+    Leaves leaves;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!OOOO(O!O!O!O!O!OOOO):drain", &walker, &PyList_Type, &stack,
+                          &PyDict_Type, &fn_index, &PyList_Type, &contents, &PyList_Type, &links,
+                          &PyDict_Type, &plain_ops, &feeds_leaf, &data_link, &cut_link, &plain_cut,
+                          &PyDict_Type, &leaves.leaf_index, &PyList_Type, &leaves.keep_alive,
+                          &PyDict_Type, &leaves.parameter_names, &PyDict_Type, &leaves.dtype_names,
+                          &PyDict_Type, &leaves.device_names, &leaves.meta_of, &leaves.accumulate_content,
+                          &leaves.leaf_kind, &leaves.parameter_kind))
+        return NULL;
+    Py_INCREF(plain_cut);
+    while (PyList_GET_SIZE(stack) > 0) {
+        /* list.pop() without the call: the stack's reference becomes ours. */
+        Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
+        PyObject *fn = PyList_GET_ITEM(stack, top);
+        Py_SET_SIZE(stack, top);
+
+        PyObject *index = PyDict_GetItemWithError(fn_index, fn);
+        if (index == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "a grad_fn on the stack has no index");
+            Py_DECREF(fn);
+            goto error;
+        }
+        Py_INCREF(index);
+        PyObject *content = PyDict_GetItemWithError(plain_ops, (PyObject *)Py_TYPE(fn));
+        if (content == NULL && PyErr_Occurred())
+            goto error_fn;
+        if (content == NULL) {
+            PyObject *noted = PyObject_CallMethodObjArgs(walker, str_content_of, fn, index, NULL);
+            if (noted == NULL)
+                goto error_fn;
+            if (noted == Py_None) { /* an AccumulateGrad, done */
+                Py_DECREF(noted);
+                Py_DECREF(fn);
+                Py_DECREF(index);
+                continue;
+            }
+            if (!PyTuple_Check(noted) || PyTuple_GET_SIZE(noted) != 4
+                || PyObject_IsTrue(PyTuple_GET_ITEM(noted, 2)) != 0) {
+                Py_DECREF(noted);
+                PyErr_SetString(PyExc_RuntimeError, "content_of() gave what only a walk with a recorder can: walk it in Python");
+                goto error_fn;
+            }
+            content = PyTuple_GET_ITEM(noted, 0);
+            Py_INCREF(content);
+            Py_INCREF(PyTuple_GET_ITEM(noted, 3));
+            Py_SETREF(plain_cut, PyTuple_GET_ITEM(noted, 3));
+            Py_DECREF(noted);
+        }
+        else if (content == feeds_leaf) {
+            int failed = accumulate_grad(&leaves, fn, index, contents, links, data_link);
+            Py_DECREF(fn);
+            Py_DECREF(index);
+            if (failed)
+                goto error;
+            continue;
+        }
+        else {
+            Py_INCREF(content);
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(index);
+        if (at == -1 && PyErr_Occurred()) {
+            Py_DECREF(content);
+            goto error_fn;
+        }
+        if (PyList_SetItem(contents, at, content) < 0) /* steals content */
+            goto error_fn;
+        if (visit_inputs(fn, index, stack, fn_index, contents, links, data_link, cut_link, plain_cut) < 0)
+            goto error_fn;
+        Py_DECREF(fn);
+        Py_DECREF(index);
+        continue;
+    error_fn:
+        Py_DECREF(fn);
+        Py_DECREF(index);
+        goto error;
+    }
+    Py_DECREF(plain_cut);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(plain_cut);
+    return NULL;
+}
+
+/* Where the lines of node_text and edge_text go: one list of pieces joined at
+ * the end (``joined``), or one str per line in ``lines``. */
+typedef struct {
+    int joined;
+    PyObject *out; /* list: the pieces, or the lines */
+} Text;
+
+/* Adds one line made of ``count`` str pieces. Returns -1 with an exception set on failure. */
+static int
+add_line(Text *text, PyObject **pieces, int count)
+{
+    if (text->joined) {
+        for (int k = 0; k < count; k++) {
+            if (PyList_Append(text->out, pieces[k]) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    Py_ssize_t length = 0;
+    Py_UCS4 widest = 0;
+    for (int k = 0; k < count; k++) {
+        if (!PyUnicode_Check(pieces[k])) {
+            PyErr_Format(PyExc_TypeError, "a DOT line's piece is a %.100s, not a str", Py_TYPE(pieces[k])->tp_name);
+            return -1;
+        }
+        length += PyUnicode_GET_LENGTH(pieces[k]);
+        Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(pieces[k]);
+        if (most > widest)
+            widest = most;
+    }
+    PyObject *line = PyUnicode_New(length, widest);
+    if (line == NULL)
+        return -1;
+    Py_ssize_t at = 0;
+    for (int k = 0; k < count; k++) {
+        Py_ssize_t piece_length = PyUnicode_GET_LENGTH(pieces[k]);
+        if (PyUnicode_CopyCharacters(line, at, pieces[k], 0, piece_length) < 0) {
+            Py_DECREF(line);
+            return -1;
+        }
+        at += piece_length;
+    }
+    int failed = PyList_Append(text->out, line);
+    Py_DECREF(line);
+    return failed;
+}
+
+/* The result: the joined str, or the list of lines (new reference); drops text->out. */
+static PyObject *
+finish(Text *text)
+{
+    if (!text->joined)
+        return text->out;
+    PyObject *joined = PyUnicode_Join(str_empty, text->out);
+    Py_DECREF(text->out);
+    return joined;
+}
+
+PyDoc_STRVAR(node_text_doc,
+"node_text(ids, contents, start, stop, known, written, miss, joined)\n"
+"--\n\n"
+"The lines of nodes start..stop-1: '\\t<id> <attributes>\\n' each, joined into one\n"
+"str or as a list. A node's attributes are known[id(content)], else\n"
+"written[content] (then also put in known), else miss(index).");
+
+static PyObject *
+node_text(PyObject *module, PyObject *args)
+{
+    PyObject *ids, *contents, *known, *written, *miss;
+    Py_ssize_t start, stop;
+    Text text;
+    if (!PyArg_ParseTuple(args, "O!O!nnO!O!Op:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
+                          &start, &stop, &PyDict_Type, &known, &PyDict_Type, &written, &miss, &text.joined))
+        return NULL;
+    if (start < 0)
+        start = 0;
+    if ((text.out = PyList_New(0)) == NULL)
+        return NULL;
+    /* Sizes read anew each time round: miss() runs Python code. */
+    for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(contents); i++) {
+        if (i >= PyList_GET_SIZE(ids)) {
+            PyErr_SetString(PyExc_IndexError, "a node has no id");
+            goto fail;
+        }
+        PyObject *content = PyList_GET_ITEM(contents, i);
+        PyObject *key = PyLong_FromVoidPtr(content);
+        if (key == NULL)
+            goto fail;
+        PyObject *attrs = PyDict_GetItemWithError(known, key); /* borrowed */
+        if (attrs == NULL && !PyErr_Occurred() && PyTuple_CheckExact(content)) {
+            /* A content drawn before; one that cannot be hashed is left to miss(). */
+            attrs = PyDict_GetItemWithError(written, content);
+            if (attrs == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
+                PyErr_Clear();
+            if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0) {
+                Py_DECREF(key);
+                goto fail;
+            }
+        }
+        Py_DECREF(key);
+        if (attrs != NULL) {
+            Py_INCREF(attrs);
+        }
+        else {
+            if (PyErr_Occurred())
+                goto fail;
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (at == NULL)
+                goto fail;
+            attrs = PyObject_CallOneArg(miss, at);
+            Py_DECREF(at);
+            if (attrs == NULL)
+                goto fail;
+            if (i >= PyList_GET_SIZE(ids)) {
+                Py_DECREF(attrs);
+                PyErr_SetString(PyExc_IndexError, "a node has no id");
+                goto fail;
+            }
+        }
+        PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, i), str_space, attrs, str_newline};
+        int failed = add_line(&text, pieces, 5);
+        Py_DECREF(attrs);
+        if (failed)
+            goto fail;
+    }
+    return finish(&text);
+fail:
+    Py_DECREF(text.out);
+    return NULL;
+}
+
+PyDoc_STRVAR(edge_text_doc,
+"edge_text(ids, links, start, stop, line_ends, joined)\n"
+"--\n\n"
+"The lines of links start..stop-1: '\\t<source> -> <target><end>' each, joined into\n"
+"one str or as a list, where <end> is line_ends[rest[0]] (the edge's attributes\n"
+"and the line break).");
+
+static PyObject *
+edge_text(PyObject *module, PyObject *args)
+{
+    PyObject *ids, *links, *line_ends;
+    Py_ssize_t start, stop;
+    Text text;
+    if (!PyArg_ParseTuple(args, "O!O!nnO!p:edge_text", &PyList_Type, &ids, &PyList_Type, &links,
+                          &start, &stop, &PyDict_Type, &line_ends, &text.joined))
+        return NULL;
+    if (stop > PyList_GET_SIZE(links))
+        stop = PyList_GET_SIZE(links);
+    if (start < 0)
+        start = 0;
+    Py_ssize_t id_count = PyList_GET_SIZE(ids);
+    if ((text.out = PyList_New(0)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *link = PyList_GET_ITEM(links, i);
+        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
+            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
+            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
+            goto fail;
+        }
+        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+        Py_ssize_t target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
+        if ((source == -1 || target == -1) && PyErr_Occurred())
+            goto fail;
+        if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
+            PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
+            goto fail;
+        }
+        PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
+        PyObject *end = PyDict_GetItemWithError(line_ends, kind);
+        if (end == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, kind);
+            goto fail;
+        }
+        PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, source), str_arrow, PyList_GET_ITEM(ids, target), end};
+        if (add_line(&text, pieces, 5) < 0)
+            goto fail;
+    }
+    return finish(&text);
+fail:
+    Py_DECREF(text.out);
+    return NULL;
+}
+
+PyDoc_STRVAR(shared_sources_doc,
+"shared_sources(links, contents, kind, max_uses)\n"
+"--\n\n"
+"{node index: uses} of the nodes of ``kind`` that are the source of more than\n"
+"``max_uses`` links (layout.split_shared_leaves).");
+
+static PyObject *
+shared_sources(PyObject *module, PyObject *args)
+{
+    PyObject *links, *contents, *kind;
+    Py_ssize_t max_uses;
+    if (!PyArg_ParseTuple(args, "O!O!On:shared_sources", &PyList_Type, &links, &PyList_Type, &contents,
+                          &kind, &max_uses))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(contents);
+    Py_ssize_t *uses = PyMem_Calloc(count > 0 ? count : 1, sizeof(Py_ssize_t));
+    if (uses == NULL)
+        return PyErr_NoMemory();
+    PyObject *shared = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
+        PyObject *link = PyList_GET_ITEM(links, i);
+        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) < 1) {
+            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, rest)");
+            goto done;
+        }
+        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+        if (source == -1 && PyErr_Occurred())
+            goto done;
+        if (source >= 0 && source < count)
+            uses[source]++;
+    }
+    if ((shared = PyDict_New()) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count && i < PyList_GET_SIZE(contents); i++) {
+        if (uses[i] <= max_uses)
+            continue;
+        PyObject *content = PyList_GET_ITEM(contents, i);
+        if (!PyTuple_Check(content) || PyTuple_GET_SIZE(content) < 1)
+            continue;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(content, 0), kind, Py_EQ);
+        if (same < 0)
+            goto fail;
+        if (!same)
+            continue;
+        PyObject *at = PyLong_FromSsize_t(i);
+        PyObject *n = PyLong_FromSsize_t(uses[i]);
+        int failed = at == NULL || n == NULL || PyDict_SetItem(shared, at, n) < 0;
+        Py_XDECREF(at);
+        Py_XDECREF(n);
+        if (failed)
+            goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(shared);
+done:
+    PyMem_Free(uses);
+    return shared;
+}
+
+PyDoc_STRVAR(any_edge_shape_doc,
+"any_edge_shape(links)\n"
+"--\n\n"
+"Whether any link's rest holds a shape (rest[1] is not None).");
+
+static PyObject *
+any_edge_shape(PyObject *module, PyObject *links)
+{
+    if (!PyList_Check(links)) {
+        PyErr_SetString(PyExc_TypeError, "links must be a list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
+        PyObject *link = PyList_GET_ITEM(links, i);
+        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
+            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, shape, ...))");
+            return NULL;
+        }
+        if (PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 1) != Py_None)
+            Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef methods[] = {
+    {"shared_sources", shared_sources, METH_VARARGS, shared_sources_doc},
+    {"any_edge_shape", any_edge_shape, METH_O, any_edge_shape_doc},
+    {"drain", drain, METH_VARARGS, drain_doc},
+    {"node_text", node_text, METH_VARARGS, node_text_doc},
+    {"edge_text", edge_text, METH_VARARGS, edge_text_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    "graphviz_autograd._speedups",
+    "The walk's and the DOT writer's hot loops in C (see speedups.py).",
+    -1,
+    methods,
+};
+
+static PyObject *
+intern(const char *text)
+{
+    return PyUnicode_InternFromString(text);
+}
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if ((str_next_functions = intern("next_functions")) == NULL
+        || (str_content_of = intern("content_of")) == NULL
+        || (str_variable = intern("variable")) == NULL
+        || (str_shape = intern("shape")) == NULL
+        || (str_dtype = intern("dtype")) == NULL
+        || (str_device = intern("device")) == NULL
+        || (str_tab = intern("\t")) == NULL
+        || (str_space = intern(" ")) == NULL
+        || (str_newline = intern("\n")) == NULL
+        || (str_arrow = intern(" -> ")) == NULL
+        || (str_empty = intern("")) == NULL
+        || (empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    return PyModule_Create(&speedups_module);
+}

@@ -1,0 +1,274 @@
+"""The C loops (``_speedups.c``) give the same graph and the same bytes as the Python loops.
+
+Each comparison draws a graph twice in one process: once as installed (with the C
+loops when they were built) and once with ``ACCELERATED`` set to None in every
+module that reads it, which is what ``GRAPHVIZ_AUTOGRAD_PURE_PYTHON=1`` or a build
+without a C compiler gives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import inspect
+import os
+import tracemalloc
+import weakref
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphviz_autograd import make_dot, speedups, to_dot
+from graphviz_autograd.dot import forget_written_attrs
+from graphviz_autograd.walk import walk
+
+from .graph_cases import CASES
+from .test_columns import _walk_as_make_dot_would
+
+# The modules, not the package's functions of the same names.
+walk_module, dot, layout = (importlib.import_module(f"graphviz_autograd.{name}") for name in ("walk", "dot", "layout"))
+_ACCELERATED_BY = (walk_module, dot, layout)
+
+needs_c = pytest.mark.skipif(speedups.ACCELERATED is None, reason="the C loops were not built here")
+
+
+@contextlib.contextmanager
+def pure_python():
+    """Every module runs its Python loops, as without the C ones."""
+    kept = [module.ACCELERATED for module in _ACCELERATED_BY]
+    for module in _ACCELERATED_BY:
+        module.ACCELERATED = None
+    forget_written_attrs()
+    try:
+        yield
+    finally:
+        for module, accelerated in zip(_ACCELERATED_BY, kept):
+            module.ACCELERATED = accelerated
+        forget_written_attrs()
+
+
+def test_the_c_loops_are_built_where_ci_asks_for_them():
+    """CI sets GRAPHVIZ_AUTOGRAD_REQUIRE_SPEEDUPS=1: there, a build that fell back to Python fails."""
+    if os.environ.get("GRAPHVIZ_AUTOGRAD_REQUIRE_SPEEDUPS") != "1":
+        pytest.skip("GRAPHVIZ_AUTOGRAD_REQUIRE_SPEEDUPS is not set")
+    assert speedups.ACCELERATED is not None
+
+
+def test_the_variable_turns_the_c_loops_off(monkeypatch):
+    monkeypatch.setenv(speedups.PURE_PYTHON_VARIABLE, "1")
+    assert speedups._load() is None
+    monkeypatch.setenv(speedups.PURE_PYTHON_VARIABLE, "0")
+    assert speedups._load() is speedups.ACCELERATED
+
+
+@needs_c
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_hard_case_walks_and_draws_alike_in_c_and_python(name):
+    case = CASES[name]()
+    walked = _walk_as_make_dot_would(case)
+    drawn = make_dot(case.outputs, case.params, **case.options).source
+    dot_options = {k: v for k, v in case.options.items() if k in inspect.signature(dot.body_lines).parameters}
+    joined = to_dot(walked, **dot_options)
+    with pure_python():
+        walked_in_python = _walk_as_make_dot_would(case)
+        assert walked_in_python.columns() == walked.columns()
+        assert make_dot(case.outputs, case.params, **case.options).source == drawn
+        assert to_dot(walked_in_python, **dot_options) == joined
+
+
+@needs_c
+def test_a_chain_longer_than_a_run_of_joined_lines(monkeypatch):
+    monkeypatch.setattr(dot, "_JOIN_EVERY", 7)
+    x = torch.ones(2, requires_grad=True)
+    y = x
+    for i in range(40):
+        y = y * 2 if i % 3 else torch.cat([y, y])[:2]
+    graph = walk(y.sum(), {"x": x})
+    in_c = to_dot(graph)
+    with pure_python():
+        assert to_dot(walk(y.sum(), {"x": x})) == in_c
+
+
+# --- random graphs -------------------------------------------------------------------
+
+_OPS = ("mul", "add", "cat", "mm", "reuse", "detach", "const", "split")
+
+
+def _build(program: list[tuple[str, int, int]]):
+    """A graph from a program of (op, a, b): each op reads earlier values a and b (mod count)."""
+    torch.manual_seed(0)
+    weight = torch.randn(3, 3, requires_grad=True)
+    bias = torch.randn(3, requires_grad=True)
+    values = [torch.randn(3, requires_grad=True), weight.sum(0)]
+    for op, a, b in program:
+        left, right = values[a % len(values)], values[b % len(values)]
+        if op == "mul":
+            values.append(left * right)
+        elif op == "add":
+            values.append(left + bias)
+        elif op == "cat":
+            values.append(torch.cat([left, right, left])[:3])
+        elif op == "mm":
+            values.append(weight @ left)
+        elif op == "reuse":
+            values.append(left * weight[0] + weight[1])
+        elif op == "detach":
+            values.append(left.detach() * right)
+        elif op == "const":
+            values.append(left * torch.ones(3))
+        else:
+            first, second, third = (left * 1.5).split(1)
+            values.extend([torch.cat([third, first, second]), torch.cat([second, second, first])])
+    outputs = {"last": values[-1], "pair": (values[-2], values[len(values) // 2])}
+    return outputs, {"weight": weight, "bias": bias}
+
+
+@needs_c
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 50), st.integers(0, 50)), max_size=25),
+    st.booleans(),
+    st.booleans(),
+)
+def test_random_graphs_walk_and_draw_alike_in_c_and_python(program, with_params, show_no_grad):
+    outputs, params = _build(program)
+    params = params if with_params else None
+    graph = walk(outputs, params)
+    joined = to_dot(graph, show_no_grad=show_no_grad)
+    lines = make_dot(outputs, params, show_no_grad=show_no_grad).source
+    with pure_python():
+        graph_in_python = walk(outputs, params)
+        assert graph_in_python.columns() == graph.columns()
+        assert to_dot(graph_in_python, show_no_grad=show_no_grad) == joined
+        assert make_dot(outputs, params, show_no_grad=show_no_grad).source == lines
+
+
+# --- what the C loops do with what they do not expect ------------------------------------
+
+
+class _FakeFn:
+    """A grad_fn-like object: a name and next_functions, as the walk reads them."""
+
+    def __init__(self, inputs):
+        self.next_functions = inputs
+
+    def name(self):
+        return type(self).__name__
+
+
+class FakeBackward(_FakeFn):
+    pass
+
+
+class BrokenBackward(_FakeFn):
+    @property
+    def next_functions(self):
+        raise RuntimeError("next_functions cannot be read")
+
+    @next_functions.setter
+    def next_functions(self, value):
+        pass
+
+
+def _walk_fake(root):
+    walker = walk_module._Walker({}, False, False)
+    index = walker.new_index()
+    walker.fn_index[root] = index
+    walker.drain_any([root])
+    return walker.contents, walker.links
+
+
+@needs_c
+def test_next_functions_as_a_list_walks_as_in_python():
+    shared = FakeBackward(())
+    root = FakeBackward([(shared, 0), (None, 0), (FakeBackward([(shared, 0)]), 0)])
+    in_c = _walk_fake(root)
+    with pure_python():
+        assert _walk_fake(root) == in_c
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "inputs, error",
+    [
+        ([(None,)], TypeError),
+        ([None], TypeError),
+        (5, TypeError),
+    ],
+)
+def test_malformed_next_functions_raise_instead_of_crashing(inputs, error):
+    with pytest.raises(error):
+        _walk_fake(FakeBackward(inputs))
+
+
+@needs_c
+def test_an_error_reading_next_functions_reaches_the_caller():
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        _walk_fake(FakeBackward([(BrokenBackward(()), 0)]))
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "links, error",
+    [
+        ([(0, 1)], TypeError),
+        ([(0, 5, ("data", None, None))], IndexError),
+        ([("a", 0, ("data", None, None))], TypeError),
+        ([(0, 0, ("no such kind", None, None))], KeyError),
+    ],
+)
+def test_malformed_links_raise_instead_of_crashing(links, error):
+    with pytest.raises(error):
+        speedups.ACCELERATED.edge_text(["n0", "n1"], links, 0, len(links), {"data": "\n"}, True)
+
+
+@needs_c
+def test_node_attributes_that_are_not_text_raise():
+    with pytest.raises(TypeError):
+        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5, False)
+    with pytest.raises(TypeError):
+        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5, True)
+
+
+# --- references ---------------------------------------------------------------------
+
+
+def _model_output():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    return model, model(torch.randn(3, 4)).sum()
+
+
+@needs_c
+def test_a_walk_keeps_no_tensor_or_grad_fn_alive():
+    model, loss = _model_output()
+    graph = walk(loss, dict(model.named_parameters()))
+    to_dot(graph)
+    weight = weakref.ref(model[0].weight)
+    output = weakref.ref(loss)
+    del model, loss
+    gc.collect()
+    assert weight() is None and output() is None
+    assert len(graph.nodes) > 5  # the graph itself lives on, as plain data
+
+
+@needs_c
+def test_walking_again_and_again_does_not_grow_memory():
+    model, loss = _model_output()
+    params = dict(model.named_parameters())
+    for _ in range(20):  # the first drawings fill the kept attributes
+        to_dot(walk(loss, params))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(300):
+            to_dot(walk(loss, params))
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # A leaked int or tuple per node would be some 300 * 20 * 28 bytes.
+    assert grown < 20_000, grown
