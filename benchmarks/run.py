@@ -16,9 +16,13 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   floor for any walk in Python.
 - ``walk``: :func:`graphviz_autograd.walk`.
 - ``walk+dot``: ``walk`` then :func:`graphviz_autograd.to_dot` ("ours" below).
+  From the second run on, the DOT writer finds each node's text kept from the
+  run before (as when a model is drawn again in the same process).
+- ``first``: ``walk+dot`` with that kept text dropped before each run, as for
+  a model drawn for the first time in a process.
 - ``torchviz``: ``torchviz.make_dot(...).source`` when torchviz is installed;
   ``RecursionError`` where its recursive walk gives up (about 1,000 ops deep).
-- ``ours/bare``, ``torchviz/ours``: ratios of times taken in the same run.
+- ``ours/bare``, ``torchviz/ours``, ``torchviz/first``: ratios of times taken in the same run.
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
   under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
@@ -67,6 +71,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from graphviz_autograd import to_dot, walk
+from graphviz_autograd.dot import forget_written_attrs
+from graphviz_autograd.speedups import ACCELERATED, PURE_PYTHON_VARIABLE
 
 from . import models
 
@@ -97,6 +103,7 @@ class Result:
     bare: float = 0.0
     walk: float = 0.0
     walk_dot: float = 0.0
+    first: float = 0.0
     torchviz: Optional[float] = None
     torchviz_failure: str = ""
     peak_bytes: int = 0
@@ -206,8 +213,8 @@ def _tensors(outputs: Any) -> list[torch.Tensor]:
     return list(outputs) if isinstance(outputs, tuple) else [outputs]
 
 
-def best_time(function: Callable[[], Any], repeat: int) -> float:
-    """The best of up to ``repeat`` runs, each after a full collection.
+def best_time(function: Callable[[], Any], repeat: int, before: Callable[[], Any] = lambda: None) -> float:
+    """The best of up to ``repeat`` runs, each after ``before()`` and a full collection.
 
     The clock stops before the result is dropped: freeing a million-node graph
     is the caller's cost, not the walk's.
@@ -215,6 +222,7 @@ def best_time(function: Callable[[], Any], repeat: int) -> float:
     best = float("inf")
     spent = 0.0
     for run in range(1, max(repeat, 1) + 1):
+        before()
         gc.collect()
         start = time.perf_counter()
         result = function()
@@ -295,6 +303,7 @@ def measure_graph(
     result.bare = best_time(lambda: bare_walk(outputs), repeat)
     result.walk = best_time(lambda: walk(outputs, params), repeat)
     result.walk_dot = best_time(lambda: ours(outputs, params), repeat)
+    result.first = best_time(lambda: ours(outputs, params), repeat, before=forget_written_attrs)
     result.peak_bytes = peak_memory(lambda: ours(outputs, params))
     if with_torchviz:
         try:
@@ -389,7 +398,10 @@ def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout:
 
 # --- the table ---------------------------------------------------------------------
 
-COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
+COLUMNS = [
+    "graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "torchviz/ours", "torchviz/first", "peak MiB",
+]
 LAYOUT_COLUMN = "dot -Tsvg"
 
 
@@ -408,13 +420,13 @@ def table(results: Sequence[Result], layout: bool) -> str:
 
 def _row(r: Result, layout: bool) -> list[str]:
     if r.skipped:
-        row = [r.name, "", "", "", "", "", "", "", "", ""]
-        row[1] = r.skipped
+        row = [""] * len(COLUMNS)
+        row[0], row[1] = r.name, r.skipped
         return row + ([""] if layout else [])
     if r.torchviz is not None:
-        torchviz, torchviz_ratio = _ms(r.torchviz), f"{r.torchviz / r.walk_dot:.1f}"
+        torchviz, torchviz_ratio, first_ratio = _ms(r.torchviz), f"{r.torchviz / r.walk_dot:.1f}", f"{r.torchviz / r.first:.1f}"
     else:
-        torchviz, torchviz_ratio = r.torchviz_failure or "not installed", "-"
+        torchviz, torchviz_ratio, first_ratio = r.torchviz_failure or "not installed", "-", "-"
     row = [
         r.name,
         f"{r.nodes:,}",
@@ -422,9 +434,11 @@ def _row(r: Result, layout: bool) -> list[str]:
         _ms(r.bare),
         _ms(r.walk),
         _ms(r.walk_dot),
+        _ms(r.first),
         torchviz,
         f"{r.walk_dot / r.bare:.1f}",
         torchviz_ratio,
+        first_ratio,
         f"{r.peak_bytes / 2**20:,.1f}",
     ]
     return row + ([r.layout] if layout else [])
@@ -442,7 +456,8 @@ def machine() -> str:
     return (
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"graphviz (Python) {graphviz.__version__}, {os.cpu_count()} cores, {platform.machine()}\n"
-        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}"
+        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}, "
+        + ("with its C loops" if ACCELERATED is not None else f"Python loops only ({PURE_PYTHON_VARIABLE} or no C build)")
     )
 
 

@@ -19,6 +19,7 @@ digraph {
 
 from __future__ import annotations
 
+import functools
 import re
 from functools import partial
 from operator import is_not, itemgetter
@@ -288,8 +289,10 @@ def _joined_edge_lines(columns: Columns, show_shapes: bool, start: int, stop: in
     return "".join(_edge_lines(columns, show_shapes, start, stop))
 
 
+@functools.lru_cache(maxsize=1)
 def _edge_line_ends() -> dict[str, str]:
-    """Edge kind -> what follows the target's id on its line: the attributes (if any) and the line break."""
+    """Edge kind -> what follows the target's id on its line: the attributes (if any) and the line
+    break. Written once: EDGE_STYLES is a constant of the package."""
     return {kind: (f" [{attr_list(attrs)}]\n" if attrs else "\n") for kind, attrs in EDGE_STYLES.items()}
 
 

@@ -6,7 +6,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COLUMNS = ["graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "torchviz ms", "ours/bare", "torchviz/ours", "peak MiB"]
+COLUMNS = [
+    "graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "torchviz/ours", "torchviz/first", "peak MiB",
+]
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess:
@@ -29,8 +32,12 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert cells["edges"] == "20,002"
     float(cells["ours/bare"])
     float(cells["walk+dot ms"].replace(",", ""))
+    float(cells["first ms"].replace(",", ""))
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
     assert cells["torchviz ms"] in ("RecursionError", "not installed")
+    assert cells["torchviz/first"] == "-"
+    # The header says whether the C loops ran.
+    assert "with its C loops" in done.stdout or "Python loops only" in done.stdout
 
 
 def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
