@@ -346,24 +346,10 @@ error:
     return NULL;
 }
 
-/* Where the lines of node_text and edge_text go: one list of pieces joined at
- * the end (``joined``), or one str per line in ``lines``. */
-typedef struct {
-    int joined;
-    PyObject *out; /* list: the pieces, or the lines */
-} Text;
-
-/* Adds one line made of ``count`` str pieces. Returns -1 with an exception set on failure. */
+/* Appends to ``lines`` one str made of ``count`` str pieces. -1 with an exception set on failure. */
 static int
-add_line(Text *text, PyObject **pieces, int count)
+add_line(PyObject *lines, PyObject **pieces, int count)
 {
-    if (text->joined) {
-        for (int k = 0; k < count; k++) {
-            if (PyList_Append(text->out, pieces[k]) < 0)
-                return -1;
-        }
-        return 0;
-    }
     Py_ssize_t length = 0;
     Py_UCS4 widest = 0;
     for (int k = 0; k < count; k++) {
@@ -388,117 +374,106 @@ add_line(Text *text, PyObject **pieces, int count)
         }
         at += piece_length;
     }
-    int failed = PyList_Append(text->out, line);
+    int failed = PyList_Append(lines, line);
     Py_DECREF(line);
     return failed;
 }
 
-/* The result: the joined str, or the list of lines (new reference); drops text->out. */
+/* The attributes of node i: known[id(content)], else written[content] (then also put in
+ * known), else miss(i). A new reference. */
 static PyObject *
-finish(Text *text)
+node_attrs(PyObject *contents, Py_ssize_t i, PyObject *known, PyObject *written, PyObject *miss)
 {
-    if (!text->joined)
-        return text->out;
-    PyObject *joined = PyUnicode_Join(str_empty, text->out);
-    Py_DECREF(text->out);
-    return joined;
+    PyObject *content = PyList_GET_ITEM(contents, i);
+    PyObject *key = PyLong_FromVoidPtr(content);
+    if (key == NULL)
+        return NULL;
+    PyObject *attrs = PyDict_GetItemWithError(known, key);
+    if (attrs == NULL && !PyErr_Occurred() && PyTuple_CheckExact(content)) {
+        attrs = PyDict_GetItemWithError(written, content);
+        if (attrs == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_Clear();
+        if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0) {
+            Py_DECREF(key);
+            return NULL;
+        }
+    }
+    Py_DECREF(key);
+    if (attrs != NULL) {
+        Py_INCREF(attrs);
+        return attrs;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *at = PyLong_FromSsize_t(i);
+    if (at == NULL)
+        return NULL;
+    attrs = PyObject_CallOneArg(miss, at);
+    Py_DECREF(at);
+    return attrs;
 }
 
 PyDoc_STRVAR(node_text_doc,
-"node_text(ids, contents, start, stop, known, written, miss, joined)\n"
+"node_text(ids, contents, start, stop, known, written, miss)\n"
 "--\n\n"
-"The lines of nodes start..stop-1: '\\t<id> <attributes>\\n' each, joined into one\n"
-"str or as a list. A node's attributes are known[id(content)], else\n"
-"written[content] (then also put in known), else miss(index).");
+"The lines of nodes start..stop-1, a str each: '\\t<id> <attributes>\\n'.\n"
+"A node's attributes are known[id(content)], else written[content] (then\n"
+"also put in known), else miss(index).");
 
 static PyObject *
 node_text(PyObject *module, PyObject *args)
 {
-    PyObject *ids, *contents, *known, *written, *miss;
+    PyObject *ids, *contents, *known, *written, *miss, *lines;
     Py_ssize_t start, stop;
-    Text text;
-    if (!PyArg_ParseTuple(args, "O!O!nnO!O!Op:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
-                          &start, &stop, &PyDict_Type, &known, &PyDict_Type, &written, &miss, &text.joined))
+    if (!PyArg_ParseTuple(args, "O!O!nnO!O!O:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
+                          &start, &stop, &PyDict_Type, &known, &PyDict_Type, &written, &miss))
         return NULL;
     if (start < 0)
         start = 0;
-    if ((text.out = PyList_New(0)) == NULL)
+    if ((lines = PyList_New(0)) == NULL)
         return NULL;
     /* Sizes read anew each time round: miss() runs Python code. */
     for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(contents); i++) {
+        PyObject *attrs = node_attrs(contents, i, known, written, miss);
+        if (attrs == NULL)
+            goto fail;
         if (i >= PyList_GET_SIZE(ids)) {
+            Py_DECREF(attrs);
             PyErr_SetString(PyExc_IndexError, "a node has no id");
             goto fail;
         }
-        PyObject *content = PyList_GET_ITEM(contents, i);
-        PyObject *key = PyLong_FromVoidPtr(content);
-        if (key == NULL)
-            goto fail;
-        PyObject *attrs = PyDict_GetItemWithError(known, key); /* borrowed */
-        if (attrs == NULL && !PyErr_Occurred() && PyTuple_CheckExact(content)) {
-            /* A content drawn before; one that cannot be hashed is left to miss(). */
-            attrs = PyDict_GetItemWithError(written, content);
-            if (attrs == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
-                PyErr_Clear();
-            if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0) {
-                Py_DECREF(key);
-                goto fail;
-            }
-        }
-        Py_DECREF(key);
-        if (attrs != NULL) {
-            Py_INCREF(attrs);
-        }
-        else {
-            if (PyErr_Occurred())
-                goto fail;
-            PyObject *at = PyLong_FromSsize_t(i);
-            if (at == NULL)
-                goto fail;
-            attrs = PyObject_CallOneArg(miss, at);
-            Py_DECREF(at);
-            if (attrs == NULL)
-                goto fail;
-            if (i >= PyList_GET_SIZE(ids)) {
-                Py_DECREF(attrs);
-                PyErr_SetString(PyExc_IndexError, "a node has no id");
-                goto fail;
-            }
-        }
         PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, i), str_space, attrs, str_newline};
-        int failed = add_line(&text, pieces, 5);
+        int failed = add_line(lines, pieces, 5);
         Py_DECREF(attrs);
         if (failed)
             goto fail;
     }
-    return finish(&text);
+    return lines;
 fail:
-    Py_DECREF(text.out);
+    Py_DECREF(lines);
     return NULL;
 }
 
 PyDoc_STRVAR(edge_text_doc,
-"edge_text(ids, links, start, stop, line_ends, joined)\n"
+"edge_text(ids, links, start, stop, line_ends)\n"
 "--\n\n"
-"The lines of links start..stop-1: '\\t<source> -> <target><end>' each, joined into\n"
-"one str or as a list, where <end> is line_ends[rest[0]] (the edge's attributes\n"
-"and the line break).");
+"The lines of links start..stop-1, a str each: '\\t<source> -> <target><end>',\n"
+"where <end> is line_ends[rest[0]] (the edge's attributes and the line break).");
 
 static PyObject *
 edge_text(PyObject *module, PyObject *args)
 {
-    PyObject *ids, *links, *line_ends;
+    PyObject *ids, *links, *line_ends, *lines;
     Py_ssize_t start, stop;
-    Text text;
-    if (!PyArg_ParseTuple(args, "O!O!nnO!p:edge_text", &PyList_Type, &ids, &PyList_Type, &links,
-                          &start, &stop, &PyDict_Type, &line_ends, &text.joined))
+    if (!PyArg_ParseTuple(args, "O!O!nnO!:edge_text", &PyList_Type, &ids, &PyList_Type, &links,
+                          &start, &stop, &PyDict_Type, &line_ends))
         return NULL;
     if (stop > PyList_GET_SIZE(links))
         stop = PyList_GET_SIZE(links);
     if (start < 0)
         start = 0;
     Py_ssize_t id_count = PyList_GET_SIZE(ids);
-    if ((text.out = PyList_New(0)) == NULL)
+    if ((lines = PyList_New(0)) == NULL)
         return NULL;
     for (Py_ssize_t i = start; i < stop; i++) {
         PyObject *link = PyList_GET_ITEM(links, i);
@@ -523,12 +498,12 @@ edge_text(PyObject *module, PyObject *args)
             goto fail;
         }
         PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, source), str_arrow, PyList_GET_ITEM(ids, target), end};
-        if (add_line(&text, pieces, 5) < 0)
+        if (add_line(lines, pieces, 5) < 0)
             goto fail;
     }
-    return finish(&text);
+    return lines;
 fail:
-    Py_DECREF(text.out);
+    Py_DECREF(lines);
     return NULL;
 }
 
@@ -617,7 +592,225 @@ any_edge_shape(PyObject *module, PyObject *links)
     Py_RETURN_FALSE;
 }
 
+/* What dot_text needs to know of one str it writes: its length, widening the widest
+ * character seen. -1 with an exception set when ``text`` is not a str. */
+static Py_ssize_t
+measure(PyObject *text, Py_UCS4 *widest)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+    Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(text);
+    if (most > *widest)
+        *widest = most;
+    return PyUnicode_GET_LENGTH(text);
+}
+
+/* Copies ``text`` into ``out`` at ``*at`` and moves ``*at`` past it. */
+static int
+put(PyObject *out, Py_ssize_t *at, PyObject *text)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(out);
+    if (PyUnicode_KIND(text) == kind) {
+        memcpy((char *)PyUnicode_DATA(out) + *at * kind, PyUnicode_DATA(text), length * kind);
+    }
+    else if (PyUnicode_CopyCharacters(out, *at, text, 0, length) < 0) {
+        return -1;
+    }
+    *at += length;
+    return 0;
+}
+
+static void
+put_char(PyObject *out, Py_ssize_t *at, Py_UCS4 c)
+{
+    PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), *at, c);
+    *at += 1;
+}
+
+/* The length of "n<i>", a walked graph's id of node i. */
+static Py_ssize_t
+numbered_id_length(Py_ssize_t i)
+{
+    Py_ssize_t length = 2;
+    for (; i >= 10; i /= 10)
+        length++;
+    return length;
+}
+
+static void
+put_numbered_id(PyObject *out, Py_ssize_t *at, Py_ssize_t i)
+{
+    Py_ssize_t length = numbered_id_length(i);
+    put_char(out, at, 'n');
+    for (Py_ssize_t k = *at + length - 2; k >= *at; k--, i /= 10)
+        PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), k, (Py_UCS4)('0' + i % 10));
+    *at += length - 1;
+}
+
+/* The length of node i's id, from ``ids`` or numbered when ``ids`` is None. */
+static Py_ssize_t
+id_length(PyObject *ids, Py_ssize_t i, Py_UCS4 *widest)
+{
+    return ids == Py_None ? numbered_id_length(i) : measure(PyList_GET_ITEM(ids, i), widest);
+}
+
+static int
+put_id(PyObject *out, Py_ssize_t *at, PyObject *ids, Py_ssize_t i)
+{
+    if (ids == Py_None) {
+        put_numbered_id(out, at, i);
+        return 0;
+    }
+    return put(out, at, PyList_GET_ITEM(ids, i));
+}
+
+PyDoc_STRVAR(dot_text_doc,
+"dot_text(before, ids, contents, links, known, written, miss, line_ends, after)\n"
+"--\n\n"
+"One str: the pieces of ``before``, node_text's lines of every node, edge_text's\n"
+"lines of every link, then the pieces of ``after``. Written in place, in two\n"
+"passes (sizes, then text), without a str per line or per run of lines, and\n"
+"never copied after. ``ids`` None stands for n0, n1, ... (a walked graph's).");
+
+static PyObject *
+dot_text(PyObject *module, PyObject *args)
+{
+    PyObject *before, *ids, *contents, *links, *known, *written, *miss, *line_ends, *after;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!OO!O!:dot_text", &PyList_Type, &before, &ids, &PyList_Type, &contents,
+                          &PyList_Type, &links, &PyDict_Type, &known, &PyDict_Type, &written, &miss,
+                          &PyDict_Type, &line_ends, &PyList_Type, &after))
+        return NULL;
+    if (ids != Py_None && !PyList_Check(ids)) {
+        PyErr_SetString(PyExc_TypeError, "ids must be a list or None");
+        return NULL;
+    }
+    Py_ssize_t node_count = PyList_GET_SIZE(contents);
+    Py_ssize_t link_count = PyList_GET_SIZE(links);
+    Py_ssize_t id_count = ids == Py_None ? node_count : PyList_GET_SIZE(ids);
+    if (node_count > id_count) {
+        PyErr_SetString(PyExc_IndexError, "a node has no id");
+        return NULL;
+    }
+    /* Each node's attributes, and each link's (source, target, end): owned or borrowed
+     * from lists and dicts that nothing changes meanwhile (line_ends, ids, links). */
+    PyObject **attrs = PyMem_Calloc(node_count > 0 ? node_count : 1, sizeof(PyObject *));
+    PyObject **ends = PyMem_Calloc(link_count > 0 ? link_count : 1, sizeof(PyObject *));
+    Py_ssize_t *ends_at = PyMem_Calloc(link_count > 0 ? 2 * link_count : 1, sizeof(Py_ssize_t));
+    PyObject *out = NULL;
+    if (attrs == NULL || ends == NULL || ends_at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_UCS4 widest = 127;
+    Py_ssize_t total = 0, length;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
+        if ((length = measure(PyList_GET_ITEM(before, k), &widest)) < 0)
+            goto done;
+        total += length;
+    }
+    for (Py_ssize_t i = 0; i < node_count; i++) {
+        if ((attrs[i] = node_attrs(contents, i, known, written, miss)) == NULL)
+            goto done;
+        Py_ssize_t node_id_length = id_length(ids, i, &widest);
+        if (node_id_length < 0 || (length = measure(attrs[i], &widest)) < 0)
+            goto done;
+        total += 3 + node_id_length + length; /* tab, space, line break */
+    }
+    if (PyList_GET_SIZE(contents) != node_count || (ids != Py_None && PyList_GET_SIZE(ids) != id_count)) {
+        PyErr_SetString(PyExc_RuntimeError, "the ids changed while the DOT was written");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < link_count; i++) {
+        PyObject *link = PyList_GET_ITEM(links, i);
+        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
+            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
+            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
+            goto done;
+        }
+        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+        Py_ssize_t target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
+        if ((source == -1 || target == -1) && PyErr_Occurred())
+            goto done;
+        if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
+            PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
+            goto done;
+        }
+        PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
+        PyObject *end = PyDict_GetItemWithError(line_ends, kind);
+        if (end == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, kind);
+            goto done;
+        }
+        Py_ssize_t source_length = id_length(ids, source, &widest);
+        Py_ssize_t target_length = id_length(ids, target, &widest);
+        if (source_length < 0 || target_length < 0 || (length = measure(end, &widest)) < 0)
+            goto done;
+        ends[i] = end;
+        ends_at[2 * i] = source;
+        ends_at[2 * i + 1] = target;
+        total += 5 + source_length + target_length + length; /* tab, " -> " */
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(after); k++) {
+        if ((length = measure(PyList_GET_ITEM(after, k), &widest)) < 0)
+            goto done;
+        total += length;
+    }
+
+    if ((out = PyUnicode_New(total, widest)) == NULL)
+        goto done;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
+        if (put(out, &at, PyList_GET_ITEM(before, k)) < 0)
+            goto fail;
+    }
+    for (Py_ssize_t i = 0; i < node_count; i++) {
+        put_char(out, &at, '\t');
+        if (put_id(out, &at, ids, i) < 0)
+            goto fail;
+        put_char(out, &at, ' ');
+        if (put(out, &at, attrs[i]) < 0)
+            goto fail;
+        put_char(out, &at, '\n');
+    }
+    for (Py_ssize_t i = 0; i < link_count; i++) {
+        put_char(out, &at, '\t');
+        if (put_id(out, &at, ids, ends_at[2 * i]) < 0)
+            goto fail;
+        put_char(out, &at, ' ');
+        put_char(out, &at, '-');
+        put_char(out, &at, '>');
+        put_char(out, &at, ' ');
+        if (put_id(out, &at, ids, ends_at[2 * i + 1]) < 0 || put(out, &at, ends[i]) < 0)
+            goto fail;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(after); k++) {
+        if (put(out, &at, PyList_GET_ITEM(after, k)) < 0)
+            goto fail;
+    }
+    if (at != total) {
+        PyErr_SetString(PyExc_RuntimeError, "the DOT text came out of another length than measured");
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    if (attrs != NULL) {
+        for (Py_ssize_t i = 0; i < node_count; i++)
+            Py_XDECREF(attrs[i]);
+    }
+    PyMem_Free(attrs);
+    PyMem_Free(ends);
+    PyMem_Free(ends_at);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"dot_text", dot_text, METH_VARARGS, dot_text_doc},
     {"shared_sources", shared_sources, METH_VARARGS, shared_sources_doc},
     {"any_edge_shape", any_edge_shape, METH_O, any_edge_shape_doc},
     {"drain", drain, METH_VARARGS, drain_doc},

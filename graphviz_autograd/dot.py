@@ -188,12 +188,10 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
 
 def to_dot(graph: AutogradGraph, **options) -> str:
     """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
-    lines = body_lines(graph, _join_every=_JOIN_EVERY, **options)
-    # One join over every piece: ``head + body + tail`` would copy a big graph's
-    # text (hundreds of MB for a million ops) twice more.
-    lines.insert(0, "digraph {\n")
-    lines.append("}\n")
-    return "".join(lines)
+    # One join over every piece, or none at all where the C loop wrote the whole
+    # text (join returns a lone str as it is): ``head + body + tail`` would copy a
+    # big graph's text (hundreds of MB for a million ops) twice more.
+    return "".join(body_lines(graph, _join_every=_JOIN_EVERY, _braces=True, **options))
 
 
 def digraph(lines: list[str]) -> str:
@@ -222,6 +220,7 @@ def body_lines(
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
     split_shared: bool = True,
     _join_every: Optional[int] = None,
+    _braces: bool = False,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each.
 
@@ -252,27 +251,42 @@ def body_lines(
     writer = _Writer(shown, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
 
     graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
-    out = [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
+    out = ["digraph {\n"] if _braces else []  # to_dot's whole graph
+    out += [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
+    raw = writer.raw_columns
+    tail = []
+    if legend:
+        kinds = set(map(itemgetter(0), raw.contents))
+        tail.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
+    if notes:
+        tail.extend(_note_lines(notes))
+    if _braces:
+        tail.append("}\n")
+    in_runs = bool(_join_every)
+    if in_runs and not (clusters and graph.modules) and not show_shapes and writer.in_c() and type(raw.links) is list:
+        # to_dot, in C: the whole text written in place into one str, a walked
+        # graph's ids included (no str per id, per line or per run of lines).
+        text = ACCELERATED.dot_text(
+            out, raw.ids, raw.contents, raw.links, writer.attrs_by_identity,
+            writer.attrs_by_content, writer.attrs_at, _edge_line_ends(), tail,
+        )
+        return [text]
     columns = writer.columns
     if clusters and graph.modules:
         out.extend(_cluster_lines(columns, graph.modules, writer))
-    elif _join_every:
+    elif in_runs:
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
-        out.extend(writer.joined_node_lines(i, min(i + _join_every, count)) for i in range(0, count, _join_every))
+        out.extend("".join(writer.node_lines(range(i, min(i + _join_every, count)))) for i in range(0, count, _join_every))
     else:
         out.extend(writer.node_lines(range(len(columns.contents))))
-    if _join_every:
+    if in_runs:
         count = len(columns.links)
-        out.extend(_joined_edge_lines(columns, show_shapes, i, i + _join_every) for i in range(0, count, _join_every))
+        out.extend("".join(_edge_lines(columns, show_shapes, i, i + _join_every)) for i in range(0, count, _join_every))
     else:
         out.extend(_edge_lines(columns, show_shapes))
-    if legend:
-        kinds = set(map(itemgetter(0), columns.contents))
-        out.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
-    if notes:
-        out.extend(_note_lines(notes))
+    out.extend(tail)
     return out
 
 
@@ -280,13 +294,6 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
     """The shape along an edge, with its dtype when it is not float32: ``(2, 3) float16``."""
     text = shape_text(shape)
     return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
-
-
-def _joined_edge_lines(columns: Columns, show_shapes: bool, start: int, stop: int) -> str:
-    """``"".join(_edge_lines(columns, show_shapes, start, stop))``, without the lines where the C loop writes it."""
-    if ACCELERATED is not None and not show_shapes and type(columns.ids) is list and type(columns.links) is list:
-        return ACCELERATED.edge_text(columns.ids, columns.links, start, stop, _edge_line_ends(), True)
-    return "".join(_edge_lines(columns, show_shapes, start, stop))
 
 
 @functools.lru_cache(maxsize=1)
@@ -300,7 +307,7 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     """The lines of the edges ``columns.links[start:stop]``."""
     ids = columns.ids
     if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) is list:
-        return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends(), False)
+        return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends())
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
     if not show_shapes:
@@ -388,13 +395,15 @@ class _Writer:
         node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     ):
         self.params_given = graph.params_given
-        self.columns = graph.columns()
+        self.graph = graph
+        # The columns as walked: ids None for n0, n1, ... (the C loop writes those itself).
+        self.raw_columns = graph.columns(fill_ids=False)
         self.node_styles = node_styles or {}
         self.max_chars = max_chars
         self.show_attrs = show_attrs
         self.show_device = show_device
         self.styles = styles
-        self.edge_shapes = _edge_shapes(self.columns)
+        self.edge_shapes = _edge_shapes(graph)
         self.templates: dict[str, tuple[str, str, str]] = {}  # node kind -> _attr_template() of its style
         self.op_labels: dict[str, str] = {}  # op name -> its label value
         # (kind, shape, dtype, device, attrs, note, module) -> (shape line, rest of the tooltip),
@@ -423,7 +432,7 @@ class _Writer:
         ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
         if type(indices) is range and indices.step == 1 and self.in_c():
-            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at, False)
+            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at)
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
@@ -438,27 +447,28 @@ class _Writer:
             return lines
         return [self.styled_node_line(i) for i in indices]
 
-    def joined_node_lines(self, start: int, stop: int) -> str:
-        """``"".join(self.node_lines(range(start, stop)))``, without the lines where the C loop writes it."""
-        if self.in_c():
-            return ACCELERATED.node_text(self.columns.ids, self.columns.contents, start, stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at, True)
-        return "".join(self.node_lines(range(start, stop)))
+    @functools.cached_property
+    def columns(self) -> Columns:
+        """The columns with every id filled in, built when first read."""
+        return self.graph.columns()
 
     def in_c(self) -> bool:
         """Whether the C loop (speedups.py) writes the node lines: built, and no node drawn apart."""
-        columns = self.columns
+        columns = self.raw_columns
         return (
             ACCELERATED is not None
             and self.edge_shapes is None
             and not self.node_styles
-            and type(columns.ids) is list
+            and (columns.ids is None or type(columns.ids) is list)
             and type(columns.contents) is list
         )
 
     def attrs_at(self, index: int) -> str:
         """The attributes of node ``index`` that the C loop did not find by its content's identity."""
-        content = self.columns.contents[index]
-        attrs = self.attrs_by_identity[id(content)] = self.plain_attrs(self.columns.ids[index], content)
+        ids, contents = self.raw_columns.ids, self.raw_columns.contents
+        content = contents[index]
+        node_id = f"n{index}" if ids is None else ids[index]
+        attrs = self.attrs_by_identity[id(content)] = self.plain_attrs(node_id, content)
         return attrs
 
     def plain_attrs(self, node_id: str, content: tuple) -> str:
@@ -749,15 +759,16 @@ def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
     return head, middle, tail
 
 
-def _edge_shapes(columns: Columns) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
+def _edge_shapes(graph: AutogradGraph) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
-    ids, _, links = columns
+    links = graph.columns(fill_ids=False).links
     # A shape may be (), so looked for as not None, not by truth: a walk without shapes has none.
     if ACCELERATED is not None and type(links) is list:
         if not ACCELERATED.any_edge_shape(links):
             return None
     elif next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
         return None
+    ids = graph.columns().ids
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}
     texts: dict[tuple, str] = {}  # (shape, dtype) -> text: a model has far fewer shapes than edges

@@ -203,12 +203,17 @@ class AutogradGraph:
         object.__setattr__(self, "edges", edges)
         return nodes if name == "nodes" else edges
 
-    def columns(self) -> Columns:
-        """The graph as :class:`Columns` (with ``ids`` filled in), built once."""
+    def columns(self, fill_ids: bool = True) -> Columns:
+        """The graph as :class:`Columns` (with ``ids`` filled in), built once.
+
+        With ``fill_ids=False`` a walked graph's ``ids`` may be None, standing for
+        ``n0, n1, ...`` in order: what reads only contents and links, or writes
+        numbered ids itself, need not build a str per node.
+        """
         columns = self.__dict__.get("_columns")
         if columns is None:
             columns = _columns_of(self.nodes, self.edges)
-        elif columns.ids is None:
+        elif columns.ids is None and fill_ids:
             columns = Columns(numbered_ids(len(columns.contents)), columns.contents, columns.links)
         else:
             return columns

@@ -97,7 +97,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
         raise OptionError(f"max_uses must be a positive integer or None; got {max_uses!r}.")
     # Counted on the columns, in C-level passes: this runs on every drawn graph, a
     # million-node one included, and most have no node used that often at all.
-    columns = graph.columns()
+    columns = graph.columns(fill_ids=False)
     contents, links = columns.contents, columns.links
     shared = _shared_accumulate_grads(contents, links, max_uses)  # node index -> its uses
     if not shared:
@@ -111,7 +111,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
 
     # The result is built as columns too: node i's copies sit one after another
     # from index at[i], and a parameter's copies share its content tuple.
-    ids = columns.ids
+    ids = graph.columns().ids
     new_ids: List[str] = []
     new_contents: List[tuple] = []
     at: List[int] = []
@@ -331,7 +331,7 @@ def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: boo
     hidden = set()
     # The kinds present, in one C-level pass over the columns: most graphs have no
     # saved tensors to hide, and then nothing is scanned node by node.
-    kinds = set(map(itemgetter(0), graph.columns().contents))
+    kinds = set(map(itemgetter(0), graph.columns(fill_ids=False).contents))
     if not show_no_grad and NO_GRAD in kinds:
         hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
     if not show_saved and SAVED in kinds:

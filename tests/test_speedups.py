@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import importlib.util
 import inspect
 import os
 import tracemalloc
@@ -61,7 +62,8 @@ def test_the_variable_turns_the_c_loops_off(monkeypatch):
     monkeypatch.setenv(speedups.PURE_PYTHON_VARIABLE, "1")
     assert speedups._load() is None
     monkeypatch.setenv(speedups.PURE_PYTHON_VARIABLE, "0")
-    assert speedups._load() is speedups.ACCELERATED
+    built = importlib.util.find_spec("graphviz_autograd._speedups") is not None
+    assert (speedups._load() is not None) == built
 
 
 @needs_c
@@ -222,15 +224,35 @@ def test_an_error_reading_next_functions_reaches_the_caller():
 )
 def test_malformed_links_raise_instead_of_crashing(links, error):
     with pytest.raises(error):
-        speedups.ACCELERATED.edge_text(["n0", "n1"], links, 0, len(links), {"data": "\n"}, True)
+        speedups.ACCELERATED.edge_text(["n0", "n1"], links, 0, len(links), {"data": "\n"})
+    with pytest.raises(error):
+        speedups.ACCELERATED.dot_text([], ["n0", "n1"], [], links, {}, {}, None, {"data": "\n"}, [])
 
 
 @needs_c
 def test_node_attributes_that_are_not_text_raise():
     with pytest.raises(TypeError):
-        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5, False)
+        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5)
     with pytest.raises(TypeError):
-        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5, True)
+        speedups.ACCELERATED.dot_text([], None, [("op",)], [], {}, {}, lambda i: 5, {}, [])
+    with pytest.raises(ZeroDivisionError):  # an error in Python code called back reaches the caller
+        speedups.ACCELERATED.dot_text([], None, [("op",)], [], {}, {}, lambda i: 1 / 0, {}, [])
+
+
+@needs_c
+def test_text_of_any_width_is_written_whole():
+    """Latin-1, two-byte and four-byte characters in ids, attributes and the pieces around."""
+    ids = ["n\u00e9", "n\u4e00", "n\U0001f600"]
+    contents = [("a",), ("b",), ("c",)]
+    attrs = {0: "[label=\"\u00e9\"]", 1: "[label=x]", 2: "[label=\"\U0001f600\"]"}
+    links = [(0, 1, ("data",)), (2, 0, ("cut",))]
+    ends = {"data": "\n", "cut": " [style=dashed]\n"}
+    text = speedups.ACCELERATED.dot_text(["\u4e8c{\n"], ids, contents, links, {}, {}, attrs.__getitem__, ends, ["}\n"])
+    lines = speedups.ACCELERATED.node_text(ids, contents, 0, 3, {}, {}, attrs.__getitem__)
+    lines += speedups.ACCELERATED.edge_text(ids, links, 0, 2, ends)
+    assert text == "".join(["\u4e8c{\n", *lines, "}\n"])
+    assert lines[2] == "\tn\U0001f600 [label=\"\U0001f600\"]\n"
+    assert lines[4] == "\tn\U0001f600 -> n\u00e9 [style=dashed]\n"
 
 
 # --- references ---------------------------------------------------------------------
@@ -272,3 +294,17 @@ def test_walking_again_and_again_does_not_grow_memory():
         tracemalloc.stop()
     # A leaked int or tuple per node would be some 300 * 20 * 28 bytes.
     assert grown < 20_000, grown
+
+
+@needs_c
+def test_the_c_loop_writes_a_walked_graphs_ids_without_building_them():
+    x = torch.ones(2, requires_grad=True)
+    y = x
+    for _ in range(120):  # ids of one, two and three digits
+        y = y * 2
+    graph = walk(y, {"x": x})
+    source = to_dot(graph)
+    assert graph.__dict__["_columns"].ids is None
+    assert "\tn10 -> n8\n" in source and "\tn100 -> n98\n" in source and "\tn242 [" in source
+    with pure_python():
+        assert to_dot(walk(y, {"x": x})) == source
