@@ -389,22 +389,30 @@ node_attrs(PyObject *contents, Py_ssize_t i, PyObject *known, PyObject *written,
     if (key == NULL)
         return NULL;
     PyObject *attrs = PyDict_GetItemWithError(known, key);
-    if (attrs == NULL && !PyErr_Occurred() && PyTuple_CheckExact(content)) {
+    if (attrs != NULL || PyErr_Occurred()) {
+        Py_XINCREF(attrs);
+        Py_DECREF(key);
+        return attrs;
+    }
+    if (PyTuple_CheckExact(content)) {
+        /* Held at once: another thread drawing may empty ``written`` (dot._keep). */
         attrs = PyDict_GetItemWithError(written, content);
-        if (attrs == NULL && PyErr_ExceptionMatches(PyExc_TypeError))
-            PyErr_Clear();
-        if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0) {
+        Py_XINCREF(attrs);
+        if (attrs != NULL) {
+            if (PyDict_SetItem(known, key, attrs) < 0)
+                Py_CLEAR(attrs);
             Py_DECREF(key);
-            return NULL;
+            return attrs;
+        }
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+                Py_DECREF(key);
+                return NULL;
+            }
+            PyErr_Clear(); /* a content that cannot be hashed: left to miss() */
         }
     }
     Py_DECREF(key);
-    if (attrs != NULL) {
-        Py_INCREF(attrs);
-        return attrs;
-    }
-    if (PyErr_Occurred())
-        return NULL;
     PyObject *at = PyLong_FromSsize_t(i);
     if (at == NULL)
         return NULL;

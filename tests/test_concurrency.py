@@ -138,3 +138,33 @@ def test_collector_comes_back_when_a_walk_ends_just_as_another_starts(monkeypatc
     assert not fake.enabled  # the second walk still runs: still paused
     second.__exit__(None, None, None)
     assert fake.enabled
+
+
+def test_threads_drawing_while_the_kept_node_texts_are_emptied(monkeypatch):
+    """Node texts are kept across drawings (dot._written); with room for only a few,
+    each thread's drawings empty them under the others' feet, and every drawing
+    must still come out as it does alone."""
+    dot_module = importlib.import_module("graphviz_autograd.dot")
+    from graphviz_autograd import to_dot
+
+    torch.manual_seed(0)
+    graphs = []
+    for width in (3, 5, 7, 9):
+        model = nn.Sequential(nn.Linear(4, width), nn.Tanh(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 2))
+        graphs.append(walk(model(torch.randn(2, 4)).sum(), model))
+    alone = [to_dot(graph) for graph in graphs]
+    monkeypatch.setattr(dot_module, "_WRITTEN_KEPT", 3)
+    dot_module.forget_written_attrs()
+    results = {i: [] for i in range(len(graphs))}
+
+    def draw(i):
+        def job():
+            for _ in range(200):
+                results[i].append(to_dot(graphs[i]))
+
+        return job
+
+    run_together(*(draw(i) for i in range(len(graphs))))
+    for i, drawn in results.items():
+        assert drawn and all(text == alone[i] for text in drawn)
+    dot_module.forget_written_attrs()
