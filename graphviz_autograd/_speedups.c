@@ -615,27 +615,57 @@ measure(PyObject *text, Py_UCS4 *widest)
     return PyUnicode_GET_LENGTH(text);
 }
 
-/* Copies ``text`` into ``out`` at ``*at`` and moves ``*at`` past it. */
-static int
-put(PyObject *out, Py_ssize_t *at, PyObject *text)
+/* The str dot_text writes into, and where it stands. Every write checks that it
+ * fits: the sizes were measured in a pass before, and a graph changed in between
+ * (by another thread, say) must give an error, never a write past the end. */
+typedef struct {
+    PyObject *text;
+    int kind;
+    void *data;
+    Py_ssize_t at, size;
+} Out;
+
+static inline int
+room(Out *out, Py_ssize_t length)
 {
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    int kind = PyUnicode_KIND(out);
-    if (PyUnicode_KIND(text) == kind) {
-        memcpy((char *)PyUnicode_DATA(out) + *at * kind, PyUnicode_DATA(text), length * kind);
-    }
-    else if (PyUnicode_CopyCharacters(out, *at, text, 0, length) < 0) {
+    if (out->at + length <= out->size)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "the DOT text outgrew its measure: was the graph changed while it was written?");
+    return -1;
+}
+
+static inline int
+put(Out *out, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
         return -1;
     }
-    *at += length;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (room(out, length) < 0)
+        return -1;
+    if (PyUnicode_KIND(text) == out->kind)
+        memcpy((char *)out->data + out->at * out->kind, PyUnicode_DATA(text), length * out->kind);
+    else if (PyUnicode_CopyCharacters(out->text, out->at, text, 0, length) < 0)
+        return -1;
+    out->at += length;
     return 0;
 }
 
-static void
-put_char(PyObject *out, Py_ssize_t *at, Py_UCS4 c)
+static inline int
+put_ascii(Out *out, const char *text, Py_ssize_t length)
 {
-    PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), *at, c);
-    *at += 1;
+    if (room(out, length) < 0)
+        return -1;
+    if (out->kind == PyUnicode_1BYTE_KIND) {
+        memcpy((char *)out->data + out->at, text, length);
+    }
+    else {
+        for (Py_ssize_t k = 0; k < length; k++)
+            PyUnicode_WRITE(out->kind, out->data, out->at + k, (Py_UCS4)(unsigned char)text[k]);
+    }
+    out->at += length;
+    return 0;
 }
 
 /* The length of "n<i>", a walked graph's id of node i. */
@@ -648,16 +678,6 @@ numbered_id_length(Py_ssize_t i)
     return length;
 }
 
-static void
-put_numbered_id(PyObject *out, Py_ssize_t *at, Py_ssize_t i)
-{
-    Py_ssize_t length = numbered_id_length(i);
-    put_char(out, at, 'n');
-    for (Py_ssize_t k = *at + length - 2; k >= *at; k--, i /= 10)
-        PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), k, (Py_UCS4)('0' + i % 10));
-    *at += length - 1;
-}
-
 /* The length of node i's id, from ``ids`` or numbered when ``ids`` is None. */
 static Py_ssize_t
 id_length(PyObject *ids, Py_ssize_t i, Py_UCS4 *widest)
@@ -665,14 +685,24 @@ id_length(PyObject *ids, Py_ssize_t i, Py_UCS4 *widest)
     return ids == Py_None ? numbered_id_length(i) : measure(PyList_GET_ITEM(ids, i), widest);
 }
 
-static int
-put_id(PyObject *out, Py_ssize_t *at, PyObject *ids, Py_ssize_t i)
+static inline int
+put_id(Out *out, PyObject *ids, Py_ssize_t i)
 {
-    if (ids == Py_None) {
-        put_numbered_id(out, at, i);
-        return 0;
+    if (ids != Py_None) {
+        if (i >= PyList_GET_SIZE(ids)) {
+            PyErr_SetString(PyExc_RuntimeError, "the ids changed while the DOT was written");
+            return -1;
+        }
+        return put(out, PyList_GET_ITEM(ids, i));
     }
-    return put(out, at, PyList_GET_ITEM(ids, i));
+    char id[24]; /* "n" and the digits of i, written from the end */
+    char *start = id + sizeof id;
+    do {
+        *--start = (char)('0' + i % 10);
+        i /= 10;
+    } while (i > 0);
+    *--start = 'n';
+    return put_ascii(out, start, id + sizeof id - start);
 }
 
 PyDoc_STRVAR(dot_text_doc,
@@ -757,6 +787,7 @@ dot_text(PyObject *module, PyObject *args)
         Py_ssize_t target_length = id_length(ids, target, &widest);
         if (source_length < 0 || target_length < 0 || (length = measure(end, &widest)) < 0)
             goto done;
+        Py_INCREF(end);
         ends[i] = end;
         ends_at[2 * i] = source;
         ends_at[2 * i + 1] = target;
@@ -770,36 +801,26 @@ dot_text(PyObject *module, PyObject *args)
 
     if ((out = PyUnicode_New(total, widest)) == NULL)
         goto done;
-    Py_ssize_t at = 0;
+    Out o = {out, PyUnicode_KIND(out), PyUnicode_DATA(out), 0, total};
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
-        if (put(out, &at, PyList_GET_ITEM(before, k)) < 0)
+        if (put(&o, PyList_GET_ITEM(before, k)) < 0)
             goto fail;
     }
     for (Py_ssize_t i = 0; i < node_count; i++) {
-        put_char(out, &at, '\t');
-        if (put_id(out, &at, ids, i) < 0)
+        if (put_ascii(&o, "\t", 1) < 0 || put_id(&o, ids, i) < 0 || put_ascii(&o, " ", 1) < 0
+            || put(&o, attrs[i]) < 0 || put_ascii(&o, "\n", 1) < 0)
             goto fail;
-        put_char(out, &at, ' ');
-        if (put(out, &at, attrs[i]) < 0)
-            goto fail;
-        put_char(out, &at, '\n');
     }
     for (Py_ssize_t i = 0; i < link_count; i++) {
-        put_char(out, &at, '\t');
-        if (put_id(out, &at, ids, ends_at[2 * i]) < 0)
-            goto fail;
-        put_char(out, &at, ' ');
-        put_char(out, &at, '-');
-        put_char(out, &at, '>');
-        put_char(out, &at, ' ');
-        if (put_id(out, &at, ids, ends_at[2 * i + 1]) < 0 || put(out, &at, ends[i]) < 0)
+        if (put_ascii(&o, "\t", 1) < 0 || put_id(&o, ids, ends_at[2 * i]) < 0 || put_ascii(&o, " -> ", 4) < 0
+            || put_id(&o, ids, ends_at[2 * i + 1]) < 0 || put(&o, ends[i]) < 0)
             goto fail;
     }
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(after); k++) {
-        if (put(out, &at, PyList_GET_ITEM(after, k)) < 0)
+        if (put(&o, PyList_GET_ITEM(after, k)) < 0)
             goto fail;
     }
-    if (at != total) {
+    if (o.at != total) {
         PyErr_SetString(PyExc_RuntimeError, "the DOT text came out of another length than measured");
         goto fail;
     }
@@ -810,6 +831,10 @@ done:
     if (attrs != NULL) {
         for (Py_ssize_t i = 0; i < node_count; i++)
             Py_XDECREF(attrs[i]);
+    }
+    if (ends != NULL) {
+        for (Py_ssize_t i = 0; i < link_count; i++)
+            Py_XDECREF(ends[i]);
     }
     PyMem_Free(attrs);
     PyMem_Free(ends);
