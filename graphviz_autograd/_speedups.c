@@ -462,6 +462,36 @@ fail:
     return NULL;
 }
 
+/* A link's source and target indices (checked against ``id_count`` ids) and the end of
+ * its line, line_ends[rest[0]] (borrowed). -1 with an exception set when it is not
+ * (source, target, (kind, ...)) with both ends named and a known kind. */
+static int
+read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, Py_ssize_t *source, Py_ssize_t *target,
+          PyObject **end)
+{
+    if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
+        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
+        PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
+        return -1;
+    }
+    *source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+    *target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
+    if ((*source == -1 || *target == -1) && PyErr_Occurred())
+        return -1;
+    if (*source < 0 || *source >= id_count || *target < 0 || *target >= id_count) {
+        PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
+        return -1;
+    }
+    PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
+    *end = PyDict_GetItemWithError(line_ends, kind);
+    if (*end == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, kind);
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(edge_text_doc,
 "edge_text(ids, links, start, stop, line_ends)\n"
 "--\n\n"
@@ -484,27 +514,10 @@ edge_text(PyObject *module, PyObject *args)
     if ((lines = PyList_New(0)) == NULL)
         return NULL;
     for (Py_ssize_t i = start; i < stop; i++) {
-        PyObject *link = PyList_GET_ITEM(links, i);
-        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
-            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
-            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
+        Py_ssize_t source, target;
+        PyObject *end;
+        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
             goto fail;
-        }
-        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
-        Py_ssize_t target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
-        if ((source == -1 || target == -1) && PyErr_Occurred())
-            goto fail;
-        if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
-            PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
-            goto fail;
-        }
-        PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
-        PyObject *end = PyDict_GetItemWithError(line_ends, kind);
-        if (end == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, kind);
-            goto fail;
-        }
         PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, source), str_arrow, PyList_GET_ITEM(ids, target), end};
         if (add_line(lines, pieces, 5) < 0)
             goto fail;
@@ -762,27 +775,10 @@ dot_text(PyObject *module, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < link_count; i++) {
-        PyObject *link = PyList_GET_ITEM(links, i);
-        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
-            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
-            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
+        Py_ssize_t source, target;
+        PyObject *end;
+        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
             goto done;
-        }
-        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
-        Py_ssize_t target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
-        if ((source == -1 || target == -1) && PyErr_Occurred())
-            goto done;
-        if (source < 0 || source >= id_count || target < 0 || target >= id_count) {
-            PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
-            goto done;
-        }
-        PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
-        PyObject *end = PyDict_GetItemWithError(line_ends, kind);
-        if (end == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, kind);
-            goto done;
-        }
         Py_ssize_t source_length = id_length(ids, source, &widest);
         Py_ssize_t target_length = id_length(ids, target, &widest);
         if (source_length < 0 || target_length < 0 || (length = measure(end, &widest)) < 0)
