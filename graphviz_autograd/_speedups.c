@@ -26,6 +26,16 @@ static PyObject *str_arrow;
 static PyObject *str_empty;
 static PyObject *empty_tuple;
 
+/* How often the long loops let Python handle a signal (Ctrl-C in a notebook): a
+ * million-op chain should stop within a few milliseconds, not when its walk ends. */
+#define SIGNAL_EVERY 65536
+
+static inline int
+interrupted(Py_ssize_t step)
+{
+    return (step & (SIGNAL_EVERY - 1)) == 0 && PyErr_CheckSignals() < 0;
+}
+
 /* (a, b, rest) with a new reference to each. */
 static PyObject *
 link_tuple(PyObject *source, PyObject *target, PyObject *rest)
@@ -272,7 +282,9 @@ drain(PyObject *module, PyObject *args)
                           &leaves.leaf_kind, &leaves.parameter_kind))
         return NULL;
     Py_INCREF(plain_cut);
-    while (PyList_GET_SIZE(stack) > 0) {
+    for (Py_ssize_t step = 1; PyList_GET_SIZE(stack) > 0; step++) {
+        if (interrupted(step))
+            goto error;
         /* list.pop() without the call: the stack's reference becomes ours. */
         Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
         PyObject *fn = PyList_GET_ITEM(stack, top);
@@ -763,7 +775,7 @@ dot_text(PyObject *module, PyObject *args)
         total += length;
     }
     for (Py_ssize_t i = 0; i < node_count; i++) {
-        if ((attrs[i] = node_attrs(contents, i, known, written, miss)) == NULL)
+        if (interrupted(i + 1) || (attrs[i] = node_attrs(contents, i, known, written, miss)) == NULL)
             goto done;
         Py_ssize_t node_id_length = id_length(ids, i, &widest);
         if (node_id_length < 0 || (length = measure(attrs[i], &widest)) < 0)
@@ -777,7 +789,7 @@ dot_text(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < link_count; i++) {
         Py_ssize_t source, target;
         PyObject *end;
-        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
+        if (interrupted(i + 1) || read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
             goto done;
         Py_ssize_t source_length = id_length(ids, source, &widest);
         Py_ssize_t target_length = id_length(ids, target, &widest);
