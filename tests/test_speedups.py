@@ -33,7 +33,9 @@ from .test_columns import _walk_as_make_dot_would
 walk_module, dot, layout = (importlib.import_module(f"graphviz_autograd.{name}") for name in ("walk", "dot", "layout"))
 _ACCELERATED_BY = (walk_module, dot, layout)
 
-needs_c = pytest.mark.skipif(speedups.ACCELERATED is None, reason="the C loops were not built here")
+needs_c = pytest.mark.skipif(
+    speedups.ACCELERATED is None, reason="the C loops are not in use here (not built, or GRAPHVIZ_AUTOGRAD_PURE_PYTHON is set)"
+)
 
 
 @contextlib.contextmanager
