@@ -36,6 +36,24 @@ interrupted(Py_ssize_t step)
     return (step & (SIGNAL_EVERY - 1)) == 0 && PyErr_CheckSignals() < 0;
 }
 
+/* Stops the cyclic collector from tracking ``tuple`` when nothing in it can be
+ * tracked: CPython's own rule for tuples (_PyTuple_MaybeUntrack), which it applies
+ * only when a collection comes across them. The walk pauses the collector; the
+ * first collection after it would otherwise go over every link and leaf it made
+ * (0.1 ms of GPT-2's walk) only to untrack them. */
+static void
+untrack_if_atomic(PyObject *tuple)
+{
+    if (!PyTuple_CheckExact(tuple) || !PyObject_GC_IsTracked(tuple))
+        return;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tuple); k++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, k);
+        if (PyObject_IS_GC(item) && (!PyTuple_CheckExact(item) || PyObject_GC_IsTracked(item)))
+            return;
+    }
+    PyObject_GC_UnTrack(tuple);
+}
+
 /* (a, b, rest) with a new reference to each. */
 static PyObject *
 link_tuple(PyObject *source, PyObject *target, PyObject *rest)
@@ -49,6 +67,7 @@ link_tuple(PyObject *source, PyObject *target, PyObject *rest)
     PyTuple_SET_ITEM(link, 0, source);
     PyTuple_SET_ITEM(link, 1, target);
     PyTuple_SET_ITEM(link, 2, rest);
+    untrack_if_atomic(link);
     return link;
 }
 
@@ -217,6 +236,10 @@ leaf_node(Leaves *leaves, PyObject *tensor, PyObject *contents)
     content = PyTuple_Pack(8, name == NULL ? leaves->leaf_kind : leaves->parameter_kind,
                            name == NULL ? str_empty : name, PyTuple_GET_ITEM(meta, 0),
                            PyTuple_GET_ITEM(meta, 1), PyTuple_GET_ITEM(meta, 2), empty_tuple, str_empty, str_empty);
+    if (content != NULL) {
+        untrack_if_atomic(PyTuple_GET_ITEM(meta, 0)); /* the shape */
+        untrack_if_atomic(content);
+    }
     if (content == NULL
         || PyDict_SetItem(leaves->leaf_index, key, index) < 0
         || PyList_Append(leaves->keep_alive, tensor) < 0
@@ -282,6 +305,8 @@ drain(PyObject *module, PyObject *args)
                           &leaves.leaf_kind, &leaves.parameter_kind))
         return NULL;
     Py_INCREF(plain_cut);
+    untrack_if_atomic(data_link); /* so that the links holding them can be untracked too */
+    untrack_if_atomic(cut_link);
     for (Py_ssize_t step = 1; PyList_GET_SIZE(stack) > 0; step++) {
         if (interrupted(step))
             goto error;

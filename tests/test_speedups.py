@@ -312,3 +312,17 @@ def test_the_c_loop_writes_a_walked_graphs_ids_without_building_them():
     assert "\tn10 -> n8\n" in source and "\tn100 -> n98\n" in source and "\tn242 [" in source
     with pure_python():
         assert to_dot(walk(y, {"x": x})) == source
+
+
+@needs_c
+def test_links_and_leaves_of_a_c_walk_are_left_out_of_the_cyclic_collector():
+    """They hold only ints, strings and such tuples: the first collection after the
+    walk would go over each of them only to stop tracking it."""
+    model, loss = _model_output()
+    graph = walk(loss, dict(model.named_parameters()))
+    columns = graph.columns(fill_ids=False)
+    # Python makes two of the 15: the output's, and that of the first AccumulateGrad
+    # (the first node of each type goes through _Walker.content_of).
+    assert len(columns.links) == 15 and sum(map(gc.is_tracked, columns.links)) == 2
+    parameters = [c for c in columns.contents if c[0] == "parameter"]
+    assert len(parameters) == 4 and sum(map(gc.is_tracked, parameters)) == 1  # the first, by Python too
