@@ -42,10 +42,9 @@ from .graph import (
     Columns,
     ModuleInfo,
     Node,
+    _record,
     cut_location,
 )
-
-_record = tuple.__new__  # a Node from every field in order (see walk.py)
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .speedups import ACCELERATED
 from .style import (
