@@ -441,7 +441,7 @@ class _Writer:
                 content = contents[i]
                 attrs = known(id(content))
                 if attrs is None:
-                    attrs = by_identity[id(content)] = self.plain_attrs(ids[i], content)
+                    attrs = by_identity[id(content)] = self.content_attrs(ids[i], content, content)
                 add_line(f"\t{ids[i]} {attrs}\n")
             return lines
         return [self.styled_node_line(i) for i in indices]
@@ -467,23 +467,7 @@ class _Writer:
         ids, contents = self.raw_columns.ids, self.raw_columns.contents
         content = contents[index]
         node_id = f"n{index}" if ids is None else ids[index]
-        attrs = self.attrs_by_identity[id(content)] = self.plain_attrs(node_id, content)
-        return attrs
-
-    def plain_attrs(self, node_id: str, content: tuple) -> str:
-        """The attributes of a node not drawn apart, in a graph without edge shapes: as
-        written before by a writer with these settings, or written now and kept."""
-        # get() rather than catching KeyError: the first drawing of a model misses on
-        # every parameter, and raising and catching costs more than writing them.
-        try:
-            attrs = self.attrs_by_content.get(content)
-        except TypeError:  # a hand-built node holding a list cannot be a key
-            return self.node_attrs(_record(Node, (node_id, *content)))
-        if attrs is None:
-            attrs = self.named_tensor_attrs(content)
-            if attrs is None:
-                attrs = self.node_attrs(_record(Node, (node_id, *content)))
-            _keep(self.attrs_by_content, content, attrs)
+        attrs = self.attrs_by_identity[id(content)] = self.content_attrs(node_id, content, content)
         return attrs
 
     def styled_node_line(self, index: int) -> str:
@@ -524,13 +508,19 @@ class _Writer:
         return f"{before_name}{shown}{between_names}{name}{after_name}"
 
     def content_attrs(self, node_id: str, content: tuple, key: tuple) -> str:
-        """The attributes of a node with ``content``, written once per ``key``."""
+        """The attributes of a node not drawn apart with ``content``: as written before by a
+        writer with these settings for ``key`` (the content, with its edge shapes when
+        edges have some), or written now and kept."""
+        # get() rather than catching KeyError: the first drawing of a model misses on
+        # every parameter, and raising and catching costs more than writing them.
         try:
             attrs = self.attrs_by_content.get(key)
         except TypeError:  # a hand-built node holding a list cannot be a key
             return self.node_attrs(_record(Node, (node_id, *content)))
         if attrs is None:
-            attrs = self.node_attrs(_record(Node, (node_id, *content)))
+            attrs = self.named_tensor_attrs(content)  # None with edge shapes, or for any other node
+            if attrs is None:
+                attrs = self.node_attrs(_record(Node, (node_id, *content)))
             _keep(self.attrs_by_content, key, attrs)
         return attrs
 
