@@ -308,22 +308,22 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) is list:
         return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends())
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
-    edge_suffix = {kind: (f" [{attr_list(attrs)}]" if attrs else "") for kind, attrs in EDGE_STYLES.items()}
+    line_ends = _edge_line_ends()
     if not show_shapes:
         # Indexing is faster than attribute reads on a million edges.
-        return [f"\t{ids[s]} -> {ids[t]}{edge_suffix[rest[0]]}\n" for s, t, rest in links]
-    shaped: dict[tuple, str] = {}  # (shape, dtype) -> suffix; a big graph repeats a few shapes
+        return [f"\t{ids[s]} -> {ids[t]}{line_ends[rest[0]]}" for s, t, rest in links]
+    shaped: dict[tuple, str] = {}  # (shape, dtype) -> line end; a big graph repeats a few shapes
     lines = []
     for s, t, rest in links:
         if rest[0] != DATA or rest[1] is None:
-            lines.append(f"\t{ids[s]} -> {ids[t]}{edge_suffix[rest[0]]}\n")
+            lines.append(f"\t{ids[s]} -> {ids[t]}{line_ends[rest[0]]}")
             continue
         key = (rest[1], rest[2])
-        suffix = shaped.get(key)
-        if suffix is None:
+        end = shaped.get(key)
+        if end is None:
             attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
-            suffix = shaped[key] = f" [{attr_list(attrs)}]"
-        lines.append(f"\t{ids[s]} -> {ids[t]}{suffix}\n")
+            end = shaped[key] = f" [{attr_list(attrs)}]\n"
+        lines.append(f"\t{ids[s]} -> {ids[t]}{end}")
     return lines
 
 
