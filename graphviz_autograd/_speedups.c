@@ -383,33 +383,78 @@ error:
     return NULL;
 }
 
+/* What dot_text and add_line need to know of a str before they write it: its length,
+ * widening the widest character seen. -1 with an exception set when it is not a str. */
+static Py_ssize_t
+measure(PyObject *text, Py_UCS4 *widest)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+    Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(text);
+    if (most > *widest)
+        *widest = most;
+    return PyUnicode_GET_LENGTH(text);
+}
+
+/* The str dot_text or add_line writes into, and where it stands. Every write checks that it
+ * fits: the sizes were measured in a pass before, and a graph changed in between
+ * (by another thread, say) must give an error, never a write past the end. */
+typedef struct {
+    PyObject *text;
+    int kind;
+    void *data;
+    Py_ssize_t at, size;
+} Out;
+
+static inline int
+room(Out *out, Py_ssize_t length)
+{
+    if (out->at + length <= out->size)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "the DOT text outgrew its measure: was the graph changed while it was written?");
+    return -1;
+}
+
+static inline int
+put(Out *out, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    if (room(out, length) < 0)
+        return -1;
+    if (PyUnicode_KIND(text) == out->kind)
+        memcpy((char *)out->data + out->at * out->kind, PyUnicode_DATA(text), length * out->kind);
+    else if (PyUnicode_CopyCharacters(out->text, out->at, text, 0, length) < 0)
+        return -1;
+    out->at += length;
+    return 0;
+}
+
 /* Appends to ``lines`` one str made of ``count`` str pieces. -1 with an exception set on failure. */
 static int
 add_line(PyObject *lines, PyObject **pieces, int count)
 {
-    Py_ssize_t length = 0;
+    Py_ssize_t total = 0, length;
     Py_UCS4 widest = 0;
     for (int k = 0; k < count; k++) {
-        if (!PyUnicode_Check(pieces[k])) {
-            PyErr_Format(PyExc_TypeError, "a DOT line's piece is a %.100s, not a str", Py_TYPE(pieces[k])->tp_name);
+        if ((length = measure(pieces[k], &widest)) < 0)
             return -1;
-        }
-        length += PyUnicode_GET_LENGTH(pieces[k]);
-        Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(pieces[k]);
-        if (most > widest)
-            widest = most;
+        total += length;
     }
-    PyObject *line = PyUnicode_New(length, widest);
+    PyObject *line = PyUnicode_New(total, widest);
     if (line == NULL)
         return -1;
-    Py_ssize_t at = 0;
+    Out out = {line, PyUnicode_KIND(line), PyUnicode_DATA(line), 0, total};
     for (int k = 0; k < count; k++) {
-        Py_ssize_t piece_length = PyUnicode_GET_LENGTH(pieces[k]);
-        if (PyUnicode_CopyCharacters(line, at, pieces[k], 0, piece_length) < 0) {
+        if (put(&out, pieces[k]) < 0) {
             Py_DECREF(line);
             return -1;
         }
-        at += piece_length;
     }
     int failed = PyList_Append(lines, line);
     Py_DECREF(line);
@@ -648,58 +693,6 @@ any_edge_shape(PyObject *module, PyObject *links)
             Py_RETURN_TRUE;
     }
     Py_RETURN_FALSE;
-}
-
-/* What dot_text needs to know of one str it writes: its length, widening the widest
- * character seen. -1 with an exception set when ``text`` is not a str. */
-static Py_ssize_t
-measure(PyObject *text, Py_UCS4 *widest)
-{
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
-        return -1;
-    }
-    Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(text);
-    if (most > *widest)
-        *widest = most;
-    return PyUnicode_GET_LENGTH(text);
-}
-
-/* The str dot_text writes into, and where it stands. Every write checks that it
- * fits: the sizes were measured in a pass before, and a graph changed in between
- * (by another thread, say) must give an error, never a write past the end. */
-typedef struct {
-    PyObject *text;
-    int kind;
-    void *data;
-    Py_ssize_t at, size;
-} Out;
-
-static inline int
-room(Out *out, Py_ssize_t length)
-{
-    if (out->at + length <= out->size)
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError, "the DOT text outgrew its measure: was the graph changed while it was written?");
-    return -1;
-}
-
-static inline int
-put(Out *out, PyObject *text)
-{
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
-        return -1;
-    }
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
-    if (room(out, length) < 0)
-        return -1;
-    if (PyUnicode_KIND(text) == out->kind)
-        memcpy((char *)out->data + out->at * out->kind, PyUnicode_DATA(text), length * out->kind);
-    else if (PyUnicode_CopyCharacters(out->text, out->at, text, 0, length) < 0)
-        return -1;
-    out->at += length;
-    return 0;
 }
 
 static inline int
