@@ -56,6 +56,13 @@ _ACCUMULATE_GRAD = "AccumulateGrad"
 # What the walk keeps for the type AccumulateGrad in place of a shared content: its
 # nodes differ by the leaf they feed, and go straight to _Walker.accumulate_grad.
 _FEEDS_LEAF = ("feeds a leaf",)
+# type(grad_fn) -> the content every node of the type has in a plain walk (no recorder,
+# no saved values): _Walker.plain_ops of every plain walk. Kept between walks, since a
+# type's label never changes: working it out anew cost 5 us a type, a tenth of a
+# GPT-2 walk. Emptied when full, so that types made on the fly (a custom Function
+# defined inside a loop) are not kept alive for good.
+_PLAIN_OPS: dict[type, tuple] = {}
+_PLAIN_OPS_KEPT = 1_000
 
 _SAVED_PREFIX = "_saved_"
 _RAW_SAVED_PREFIX = "_raw_saved_"
@@ -297,7 +304,8 @@ class _Walker:
         # type(grad_fn) -> its label, for types whose every node has the label of the type's name
         self.labels: dict[type, str] = {}
         self.shared: dict[Any, tuple] = {}  # (kind, label, module) -> the content nodes alike share
-        self.plain_ops: dict[type, tuple] = {}  # type(grad_fn) -> the content all its nodes share (see content_of)
+        # type(grad_fn) -> the content all its nodes share (see content_of); filled by plain walks only
+        self.plain_ops: dict[type, tuple] = _PLAIN_OPS if recorder is None and not collect_saved else {}
         self.saved_names: dict[type, tuple[str, ...]] = {}
 
     def new_index(self) -> int:
@@ -410,7 +418,7 @@ class _Walker:
         plain = self.recorder is None and not self.collect_saved and type(fn) in self.labels
         if label == _ACCUMULATE_GRAD:
             if plain:
-                self.plain_ops[type(fn)] = _FEEDS_LEAF
+                self.keep_plain_op(type(fn), _FEEDS_LEAF)
             self.accumulate_grad(fn, index, attrs)
             return None
         module, cut_reasons = "", ()
@@ -421,8 +429,13 @@ class _Walker:
         else:
             content = self.shared_content(OP, label, module)
             if plain:
-                self.plain_ops[type(fn)] = content
+                self.keep_plain_op(type(fn), content)
         return content, module, cut_reasons, self.shared_content(NO_GRAD, "", module)
+
+    def keep_plain_op(self, fn_type: type, content: tuple) -> None:
+        if len(self.plain_ops) >= _PLAIN_OPS_KEPT:
+            self.plain_ops.clear()
+        self.plain_ops[fn_type] = content
 
     def label_of(self, fn: Any) -> str:
         """A node's label: its name(), less the C++ namespace of nodes such as AccumulateGrad.

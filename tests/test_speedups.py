@@ -319,10 +319,45 @@ def test_links_and_leaves_of_a_c_walk_are_left_out_of_the_cyclic_collector():
     """They hold only ints, strings and such tuples: the first collection after the
     walk would go over each of them only to stop tracking it."""
     model, loss = _model_output()
-    graph = walk(loss, dict(model.named_parameters()))
-    columns = graph.columns(fill_ids=False)
-    # Python makes two of the 15: the output's, and that of the first AccumulateGrad
-    # (the first node of each type goes through _Walker.content_of).
-    assert len(columns.links) == 15 and sum(map(gc.is_tracked, columns.links)) == 2
-    parameters = [c for c in columns.contents if c[0] == "parameter"]
-    assert len(parameters) == 4 and sum(map(gc.is_tracked, parameters)) == 1  # the first, by Python too
+    walk_module._PLAIN_OPS.clear()  # as in a new process: no node type met yet
+    for tracked_links, tracked_parameters in ((2, 1), (1, 0)):
+        graph = walk(loss, dict(model.named_parameters()))
+        columns = graph.columns(fill_ids=False)
+        # Python makes the output's link, and in the first walk that of the first
+        # AccumulateGrad and its parameter (the first node of a type met goes
+        # through _Walker.content_of; later walks know the type).
+        assert len(columns.links) == 15 and sum(map(gc.is_tracked, columns.links)) == tracked_links
+        parameters = [c for c in columns.contents if c[0] == "parameter"]
+        assert len(parameters) == 4 and sum(map(gc.is_tracked, parameters)) == tracked_parameters
+
+
+def test_node_types_are_kept_between_walks_but_not_for_good(monkeypatch):
+    monkeypatch.setattr(walk_module, "_PLAIN_OPS", {})
+    monkeypatch.setattr(walk_module, "_PLAIN_OPS_KEPT", 3)
+    first_type = None
+    for i in range(8):  # a custom Function made anew each time round, as in a loop
+        function = type(
+            f"Step{i}",
+            (torch.autograd.Function,),
+            {"forward": staticmethod(lambda ctx, x: x * 2), "backward": staticmethod(lambda ctx, grad: grad * 2)},
+        )
+        y = function.apply(torch.ones(2, requires_grad=True)).sum()
+        graph = walk(y)
+        assert f"Step{i}Backward" in {n.label for n in graph.nodes}
+        assert len(walk_module._PLAIN_OPS) <= 3
+        if first_type is None:
+            first_type = weakref.ref(type(y.grad_fn.next_functions[0][0]))
+            assert first_type() in walk_module._PLAIN_OPS
+        del function, y, graph
+    gc.collect()
+    assert first_type() is None  # dropped from the kept types, and freed
+
+
+def test_walks_that_note_more_than_the_type_keep_nothing_between_walks(monkeypatch):
+    monkeypatch.setattr(walk_module, "_PLAIN_OPS", {})
+    x = torch.ones(2, requires_grad=True)
+    graph = walk((x * 2).exp().sum(), collect_saved=True)
+    assert walk_module._PLAIN_OPS == {}
+    assert any(n.attrs for n in graph.nodes)
+    walk((x * 2).exp().sum())
+    assert len(walk_module._PLAIN_OPS) == 4  # Sum, Exp, Mul, AccumulateGrad
