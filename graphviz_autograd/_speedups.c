@@ -868,11 +868,45 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(parameter_names_doc,
+"parameter_names(params, tensor_type)\n"
+"--\n\n"
+"walk._parameter_names of a dict of str to tensor_type: id(tensor) -> name,\n"
+"the first name of a tensor kept. None when a key is not a str or a value is\n"
+"not a tensor_type (the Python loop then says what is wrong).");
+
+static PyObject *
+parameter_names(PyObject *module, PyObject *args)
+{
+    PyObject *params, *tensor_type, *name, *tensor;
+    if (!PyArg_ParseTuple(args, "O!O!:parameter_names", &PyDict_Type, &params, &PyType_Type, &tensor_type))
+        return NULL;
+    PyObject *names = PyDict_New();
+    if (names == NULL)
+        return NULL;
+    /* Nothing below runs Python code, so params cannot change while it is read. */
+    for (Py_ssize_t at = 0; PyDict_Next(params, &at, &name, &tensor);) {
+        if (!PyUnicode_CheckExact(name) || !PyObject_TypeCheck(tensor, (PyTypeObject *)tensor_type)) {
+            Py_DECREF(names);
+            Py_RETURN_NONE;
+        }
+        PyObject *key = PyLong_FromVoidPtr(tensor);
+        if (key == NULL || PyDict_SetDefault(names, key, name) == NULL) {
+            Py_XDECREF(key);
+            Py_DECREF(names);
+            return NULL;
+        }
+        Py_DECREF(key);
+    }
+    return names;
+}
+
 static PyMethodDef methods[] = {
     {"dot_text", dot_text, METH_VARARGS, dot_text_doc},
     {"shared_sources", shared_sources, METH_VARARGS, shared_sources_doc},
     {"any_edge_shape", any_edge_shape, METH_O, any_edge_shape_doc},
     {"drain", drain, METH_VARARGS, drain_doc},
+    {"parameter_names", parameter_names, METH_VARARGS, parameter_names_doc},
     {"node_text", node_text, METH_VARARGS, node_text_doc},
     {"edge_text", edge_text, METH_VARARGS, edge_text_doc},
     {NULL, NULL, 0, NULL},

@@ -232,6 +232,10 @@ def _parameter_names(params: Params) -> dict[int, str]:
     """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
     if params is None:
         return {}
+    if ACCELERATED is not None and type(params) is dict:
+        names = ACCELERATED.parameter_names(params, torch.Tensor)
+        if names is not None:
+            return names
     if isinstance(params, dict) and all(map(_is_tensor, params.values())):
         # The common case, in C-level passes; reversed so that the first name of a
         # tied weight wins, as below.

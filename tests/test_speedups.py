@@ -8,6 +8,7 @@ without a C compiler gives.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import importlib
@@ -329,6 +330,35 @@ def test_links_and_leaves_of_a_c_walk_are_left_out_of_the_cyclic_collector():
         assert len(columns.links) == 15 and sum(map(gc.is_tracked, columns.links)) == tracked_links
         parameters = [c for c in columns.contents if c[0] == "parameter"]
         assert len(parameters) == 4 and sum(map(gc.is_tracked, parameters)) == tracked_parameters
+
+
+def _parameters_for_names():
+    shared, other = torch.ones(2), torch.zeros(3)
+    return [
+        {"first": shared, "second": shared, "other": other},  # tied: the first name is kept
+        {"a": shared, 7: other},  # a name that is not a str
+        {"a": shared, "b": 3.0},  # not a tensor: the Python loop says so
+        collections.OrderedDict(b=other, a=shared),
+        {},
+    ]
+
+
+@needs_c
+@pytest.mark.parametrize("case", range(len(_parameters_for_names())))
+def test_parameter_names_in_c_are_those_of_the_python_loop(case):
+    params = _parameters_for_names()[case]  # built anew: ids must stay those of these tensors
+
+    def names():
+        try:
+            return walk_module._parameter_names(params)
+        except Exception as error:  # noqa: BLE001 - the same error either way
+            return f"{type(error).__name__}: {error}"
+
+    in_c = names()
+    with pure_python():
+        assert names() == in_c
+    if case == 0:
+        assert in_c == {id(params["first"]): "first", id(params["other"]): "other"}
 
 
 def test_node_types_are_kept_between_walks_but_not_for_good(monkeypatch):
