@@ -244,14 +244,14 @@ def body_lines(
         if not isinstance(value, bool):
             raise OptionError(f"{name} must be True or False; got {value!r}.")
     styles = resolve_theme(theme)
+    styles_key = _DEFAULT_STYLES_KEY if theme is None else _frozen(styles)
     if split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     shown = shown_graph(graph, show_no_grad, show_saved)
-    writer = _Writer(shown, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles)
+    writer = _Writer(shown, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles, styles_key)
 
-    graph_attrs = dict(GRAPH_ATTRS, rankdir=check_direction(direction))
     out = ["digraph {\n"] if _braces else []  # to_dot's whole graph
-    out += [f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"]
+    out += _header_lines(check_direction(direction))
     raw = writer.raw_columns
     tail = []
     if legend:
@@ -293,6 +293,13 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
     """The shape along an edge, with its dtype when it is not float32: ``(2, 3) float16``."""
     text = shape_text(shape)
     return text if not dtype or dtype == DEFAULT_DTYPE else f"{text} {dtype}"
+
+
+@functools.lru_cache(maxsize=None)
+def _header_lines(direction: str) -> tuple[str, str]:
+    """The graph's and the nodes' default attributes: the same for every graph drawn in ``direction``."""
+    graph_attrs = dict(GRAPH_ATTRS, rankdir=direction)
+    return f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"
 
 
 @functools.lru_cache(maxsize=1)
@@ -392,6 +399,7 @@ class _Writer:
         show_attrs: bool,
         show_device: bool,
         node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+        styles_key: Optional[tuple] = None,
     ):
         self.params_given = graph.params_given
         self.graph = graph
@@ -413,7 +421,9 @@ class _Writer:
         self.named_parts: dict[tuple, tuple[str, str, str]] = {}
         # Node content (Node[1:], with its edge shapes when there are any) -> its attributes,
         # kept for every writer with the same settings (see _written_attrs).
-        self.attrs_by_content = _written_attrs((self.params_given, max_chars, show_attrs, show_device, _frozen(styles)))
+        self.attrs_by_content = _written_attrs(
+            (self.params_given, max_chars, show_attrs, show_device, _frozen(styles) if styles_key is None else styles_key)
+        )
         # id() of a content tuple of self.columns -> its attributes. A walk shares one
         # content among nodes alike, so most nodes are found here without hashing
         # their content; the tuples live as long as the columns, so ids stay theirs.
@@ -711,6 +721,10 @@ def forget_written_attrs() -> None:
 def _frozen(styles: Mapping[str, Mapping[str, str]]) -> tuple:
     """Node styles as a key: kind and sorted attributes."""
     return tuple((kind, tuple(sorted(attrs.items()))) for kind, attrs in sorted(styles.items()))
+
+
+# The key of the styles without a theme, worked out once rather than per drawing.
+_DEFAULT_STYLES_KEY = _frozen(resolve_theme(None))
 
 
 def _around_label(attrs: Mapping[str, str]) -> tuple[str, str]:
