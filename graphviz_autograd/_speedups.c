@@ -435,39 +435,163 @@ put(Out *out, PyObject *text)
     return 0;
 }
 
-/* Appends to ``lines`` one str made of ``count`` str pieces. -1 with an exception set on failure. */
-static int
-add_line(PyObject *lines, PyObject **pieces, int count)
+/* One str made of ``count`` str pieces (new reference). NULL with an exception set on failure. */
+static PyObject *
+joined(PyObject **pieces, int count)
 {
     Py_ssize_t total = 0, length;
     Py_UCS4 widest = 0;
     for (int k = 0; k < count; k++) {
         if ((length = measure(pieces[k], &widest)) < 0)
-            return -1;
+            return NULL;
         total += length;
     }
-    PyObject *line = PyUnicode_New(total, widest);
-    if (line == NULL)
-        return -1;
-    Out out = {line, PyUnicode_KIND(line), PyUnicode_DATA(line), 0, total};
+    PyObject *text = PyUnicode_New(total, widest);
+    if (text == NULL)
+        return NULL;
+    Out out = {text, PyUnicode_KIND(text), PyUnicode_DATA(text), 0, total};
     for (int k = 0; k < count; k++) {
         if (put(&out, pieces[k]) < 0) {
-            Py_DECREF(line);
-            return -1;
+            Py_DECREF(text);
+            return NULL;
         }
     }
+    return text;
+}
+
+/* Appends to ``lines`` one str made of ``count`` str pieces. -1 with an exception set on failure. */
+static int
+add_line(PyObject *lines, PyObject **pieces, int count)
+{
+    PyObject *line = joined(pieces, count);
+    if (line == NULL)
+        return -1;
     int failed = PyList_Append(lines, line);
     Py_DECREF(line);
     return failed;
 }
 
-/* The attributes of node i: known[id(content)], else written[content] (then also put in
- * known), else miss(i). A new reference. */
+/* Where a node's attributes come from when they were not met in this drawing
+ * (dot._Writer): ``lookup`` as node_text and dot_text take it. */
+typedef struct {
+    PyObject *written;     /* dict: content -> attributes, kept between drawings */
+    PyObject *miss;        /* index -> attributes, in Python */
+    PyObject *named_parts; /* dict: (kind, *content[2:]) -> (before name, between, after) */
+    Py_ssize_t max_chars;  /* a longer name is cut, in Python */
+    Py_ssize_t written_kept; /* written is emptied when it holds this many */
+} Lookup;
+
+static int
+read_lookup(PyObject *tuple, Lookup *lookup)
+{
+    return PyArg_ParseTuple(tuple, "O!OO!nn;lookup must be (written, miss, named_parts, max_chars, written_kept)",
+                            &PyDict_Type, &lookup->written, &lookup->miss, &PyDict_Type, &lookup->named_parts,
+                            &lookup->max_chars, &lookup->written_kept);
+}
+
+/* Whether a name goes into a DOT string as it is: ASCII with nothing for escape() to
+ * change (dot._NEEDS_ESCAPE), and not longer than the label shows. */
+static int
+plain_name(PyObject *name, Py_ssize_t max_chars)
+{
+    if (!PyUnicode_CheckExact(name) || !PyUnicode_IS_ASCII(name))
+        return 0;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(name);
+    if (length == 0 || length > max_chars)
+        return 0;
+    const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(name);
+    for (Py_ssize_t k = 0; k < length; k++) {
+        Py_UCS1 c = chars[k];
+        if (c < 0x20 || c == 0x7f || c == '\\' || c == '"' || c == '&')
+            return 0;
+    }
+    return 1;
+}
+
+/* _Writer.named_tensor_attrs where its parts were written for an earlier node of the
+ * drawing: before + name + between + name + after. NULL without an exception when
+ * they were not (or the name needs more), to be asked of Python. */
 static PyObject *
-node_attrs(PyObject *contents, Py_ssize_t i, PyObject *known, PyObject *written, PyObject *miss)
+named_tensor_attrs(Lookup *lookup, PyObject *content)
+{
+    if (PyDict_GET_SIZE(lookup->named_parts) == 0 || !PyTuple_CheckExact(content) || PyTuple_GET_SIZE(content) < 2)
+        return NULL;
+    PyObject *name = PyTuple_GET_ITEM(content, 1);
+    if (!plain_name(name, lookup->max_chars))
+        return NULL;
+    Py_ssize_t size = PyTuple_GET_SIZE(content);
+    PyObject *key = PyTuple_New(size - 1); /* the content less its name */
+    if (key == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0, at = 0; k < size; k++) {
+        if (k == 1)
+            continue;
+        Py_INCREF(PyTuple_GET_ITEM(content, k));
+        PyTuple_SET_ITEM(key, at++, PyTuple_GET_ITEM(content, k));
+    }
+    PyObject *parts = PyDict_GetItemWithError(lookup->named_parts, key);
+    Py_DECREF(key);
+    if (parts == NULL || !PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 3) {
+        PyErr_Clear(); /* a content that cannot be a key is Python's too */
+        return NULL;
+    }
+    PyObject *pieces[5] = {PyTuple_GET_ITEM(parts, 0), name, PyTuple_GET_ITEM(parts, 1), name,
+                           PyTuple_GET_ITEM(parts, 2)};
+    Py_INCREF(parts); /* its pieces are read while the text is made */
+    PyObject *attrs = joined(pieces, 5);
+    Py_DECREF(parts);
+    return attrs;
+}
+
+/* dot._keep: written[content] = attrs, emptied first when full. */
+static int
+keep(Lookup *lookup, PyObject *content, PyObject *attrs)
+{
+    if (PyDict_GET_SIZE(lookup->written) >= lookup->written_kept)
+        PyDict_Clear(lookup->written);
+    return PyDict_SetItem(lookup->written, content, attrs);
+}
+
+/* The attributes of node i, whose content was not met before in this drawing:
+ * written[content], else the named tensor's parts put together (then kept in
+ * written), else miss(i). A new reference. */
+static PyObject *
+new_content_attrs(Lookup *lookup, PyObject *contents, Py_ssize_t i)
 {
     PyObject *content = PyList_GET_ITEM(contents, i);
-    PyObject *key = PyLong_FromVoidPtr(content);
+    if (PyTuple_CheckExact(content)) {
+        /* Held at once: another thread drawing may empty ``written`` (dot._keep). */
+        PyObject *attrs = PyDict_GetItemWithError(lookup->written, content);
+        if (attrs != NULL)
+            return Py_NewRef(attrs);
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                return NULL;
+            PyErr_Clear(); /* a content that cannot be hashed: left to miss() */
+        }
+        else if ((attrs = named_tensor_attrs(lookup, content)) != NULL) {
+            if (keep(lookup, content, attrs) < 0)
+                Py_CLEAR(attrs);
+            return attrs;
+        }
+        else if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *at = PyLong_FromSsize_t(i);
+    if (at == NULL)
+        return NULL;
+    PyObject *attrs = PyObject_CallOneArg(lookup->miss, at);
+    Py_DECREF(at);
+    return attrs;
+}
+
+/* node_text's attributes of node i: known[id(content)], else new_content_attrs (then
+ * also put in known). A new reference. */
+static PyObject *
+node_attrs(Lookup *lookup, PyObject *contents, Py_ssize_t i, PyObject *known)
+{
+    PyObject *key = PyLong_FromVoidPtr(PyList_GET_ITEM(contents, i));
     if (key == NULL)
         return NULL;
     PyObject *attrs = PyDict_GetItemWithError(known, key);
@@ -476,47 +600,123 @@ node_attrs(PyObject *contents, Py_ssize_t i, PyObject *known, PyObject *written,
         Py_DECREF(key);
         return attrs;
     }
-    if (PyTuple_CheckExact(content)) {
-        /* Held at once: another thread drawing may empty ``written`` (dot._keep). */
-        attrs = PyDict_GetItemWithError(written, content);
-        Py_XINCREF(attrs);
-        if (attrs != NULL) {
-            if (PyDict_SetItem(known, key, attrs) < 0)
-                Py_CLEAR(attrs);
-            Py_DECREF(key);
-            return attrs;
-        }
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
-                Py_DECREF(key);
-                return NULL;
-            }
-            PyErr_Clear(); /* a content that cannot be hashed: left to miss() */
-        }
-    }
+    attrs = new_content_attrs(lookup, contents, i);
+    if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0)
+        Py_CLEAR(attrs);
     Py_DECREF(key);
-    PyObject *at = PyLong_FromSsize_t(i);
-    if (at == NULL)
-        return NULL;
-    attrs = PyObject_CallOneArg(miss, at);
-    Py_DECREF(at);
     return attrs;
 }
 
+/* dot_text's contents met in one drawing, by address: most nodes share a content with
+ * others, and are found here without a key object or a dict. Holds a reference to
+ * each content, so that an address stays its own while the table lives. */
+typedef struct {
+    PyObject *content;
+    PyObject *attrs;
+} Met;
+
+typedef struct {
+    Met *slots;
+    size_t mask; /* capacity - 1, a power of two */
+    size_t count;
+} MetTable;
+
+static inline size_t
+met_slot(const MetTable *table, PyObject *content)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)content >> 4) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & table->mask;
+}
+
+static int
+met_init(MetTable *table)
+{
+    table->mask = 63;
+    table->count = 0;
+    table->slots = PyMem_Calloc(table->mask + 1, sizeof(Met));
+    if (table->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+met_free(MetTable *table)
+{
+    if (table->slots == NULL)
+        return;
+    for (size_t k = 0; k <= table->mask; k++) {
+        Py_XDECREF(table->slots[k].content);
+        Py_XDECREF(table->slots[k].attrs);
+    }
+    PyMem_Free(table->slots);
+    table->slots = NULL;
+}
+
+static PyObject *
+met_get(const MetTable *table, PyObject *content) /* borrowed, or NULL */
+{
+    for (size_t k = met_slot(table, content);; k = (k + 1) & table->mask) {
+        if (table->slots[k].content == content)
+            return table->slots[k].attrs;
+        if (table->slots[k].content == NULL)
+            return NULL;
+    }
+}
+
+/* Adds content -> attrs (not in the table yet), taking new references to both. */
+static int
+met_add(MetTable *table, PyObject *content, PyObject *attrs)
+{
+    if (2 * (table->count + 1) > table->mask + 1) { /* kept at most half full */
+        MetTable bigger = {NULL, 2 * table->mask + 1, 0};
+        bigger.slots = PyMem_Calloc(bigger.mask + 1, sizeof(Met));
+        if (bigger.slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t k = 0; k <= table->mask; k++) {
+            Met met = table->slots[k];
+            if (met.content == NULL)
+                continue;
+            size_t at = met_slot(&bigger, met.content);
+            while (bigger.slots[at].content != NULL)
+                at = (at + 1) & bigger.mask;
+            bigger.slots[at] = met;
+            bigger.count++;
+        }
+        PyMem_Free(table->slots);
+        *table = bigger;
+    }
+    size_t at = met_slot(table, content);
+    while (table->slots[at].content != NULL)
+        at = (at + 1) & table->mask;
+    table->slots[at].content = Py_NewRef(content);
+    table->slots[at].attrs = Py_NewRef(attrs);
+    table->count++;
+    return 0;
+}
+
 PyDoc_STRVAR(node_text_doc,
-"node_text(ids, contents, start, stop, known, written, miss)\n"
+"node_text(ids, contents, start, stop, known, lookup)\n"
 "--\n\n"
 "The lines of nodes start..stop-1, a str each: '\\t<id> <attributes>\\n'.\n"
-"A node's attributes are known[id(content)], else written[content] (then\n"
-"also put in known), else miss(index).");
+"``lookup`` is (written, miss, named_parts, max_chars, written_kept). A node's\n"
+"attributes are known[id(content)], else written[content], else a named tensor's\n"
+"named_parts[(kind, *content[2:])] put around its name (for a name of at most\n"
+"max_chars with nothing to escape; then kept in written), else miss(index);\n"
+"then also put in known.");
 
 static PyObject *
 node_text(PyObject *module, PyObject *args)
 {
-    PyObject *ids, *contents, *known, *written, *miss, *lines;
+    PyObject *ids, *contents, *known, *lookup_tuple, *lines;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "O!O!nnO!O!O:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
-                          &start, &stop, &PyDict_Type, &known, &PyDict_Type, &written, &miss))
+    Lookup lookup;
+    if (!PyArg_ParseTuple(args, "O!O!nnO!O!:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
+                          &start, &stop, &PyDict_Type, &known, &PyTuple_Type, &lookup_tuple)
+        || !read_lookup(lookup_tuple, &lookup))
         return NULL;
     if (start < 0)
         start = 0;
@@ -524,7 +724,7 @@ node_text(PyObject *module, PyObject *args)
         return NULL;
     /* Sizes read anew each time round: miss() runs Python code. */
     for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(contents); i++) {
-        PyObject *attrs = node_attrs(contents, i, known, written, miss);
+        PyObject *attrs = node_attrs(&lookup, contents, i, known);
         if (attrs == NULL)
             goto fail;
         if (i >= PyList_GET_SIZE(ids)) {
@@ -749,9 +949,10 @@ put_id(Out *out, PyObject *ids, Py_ssize_t i)
 }
 
 PyDoc_STRVAR(dot_text_doc,
-"dot_text(before, ids, contents, links, known, written, miss, line_ends, after)\n"
+"dot_text(before, ids, contents, links, lookup, line_ends, after)\n"
 "--\n\n"
-"One str: the pieces of ``before``, node_text's lines of every node, edge_text's\n"
+"One str: the pieces of ``before``, node_text's lines of every node (with\n"
+"``lookup`` as node_text takes it, and contents met kept by address), edge_text's\n"
 "lines of every link, then the pieces of ``after``. Written in place, in two\n"
 "passes (sizes, then text), without a str per line or per run of lines, and\n"
 "never copied after. ``ids`` None stands for n0, n1, ... (a walked graph's).");
@@ -759,10 +960,12 @@ PyDoc_STRVAR(dot_text_doc,
 static PyObject *
 dot_text(PyObject *module, PyObject *args)
 {
-    PyObject *before, *ids, *contents, *links, *known, *written, *miss, *line_ends, *after;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!OO!O!:dot_text", &PyList_Type, &before, &ids, &PyList_Type, &contents,
-                          &PyList_Type, &links, &PyDict_Type, &known, &PyDict_Type, &written, &miss,
-                          &PyDict_Type, &line_ends, &PyList_Type, &after))
+    PyObject *before, *ids, *contents, *links, *lookup_tuple, *line_ends, *after;
+    Lookup lookup;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!O!:dot_text", &PyList_Type, &before, &ids, &PyList_Type, &contents,
+                          &PyList_Type, &links, &PyTuple_Type, &lookup_tuple, &PyDict_Type, &line_ends,
+                          &PyList_Type, &after)
+        || !read_lookup(lookup_tuple, &lookup))
         return NULL;
     if (ids != Py_None && !PyList_Check(ids)) {
         PyErr_SetString(PyExc_TypeError, "ids must be a list or None");
@@ -781,10 +984,13 @@ dot_text(PyObject *module, PyObject *args)
     PyObject **ends = PyMem_Calloc(link_count > 0 ? link_count : 1, sizeof(PyObject *));
     Py_ssize_t *ends_at = PyMem_Calloc(link_count > 0 ? 2 * link_count : 1, sizeof(Py_ssize_t));
     PyObject *out = NULL;
+    MetTable met = {NULL, 0, 0};
     if (attrs == NULL || ends == NULL || ends_at == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    if (met_init(&met) < 0)
+        goto done;
     Py_UCS4 widest = 127;
     Py_ssize_t total = 0, length;
     for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
@@ -793,8 +999,25 @@ dot_text(PyObject *module, PyObject *args)
         total += length;
     }
     for (Py_ssize_t i = 0; i < node_count; i++) {
-        if (interrupted(i + 1) || (attrs[i] = node_attrs(contents, i, known, written, miss)) == NULL)
+        if (interrupted(i + 1))
             goto done;
+        if (i >= PyList_GET_SIZE(contents) || (ids != Py_None && i >= PyList_GET_SIZE(ids))) { /* miss() runs Python code */
+            PyErr_SetString(PyExc_RuntimeError, "the nodes changed while the DOT was written");
+            goto done;
+        }
+        PyObject *content = PyList_GET_ITEM(contents, i);
+        PyObject *found = met_get(&met, content);
+        if (found != NULL) {
+            attrs[i] = Py_NewRef(found);
+        }
+        else {
+            Py_INCREF(content); /* miss() may drop it from the list */
+            attrs[i] = new_content_attrs(&lookup, contents, i);
+            int failed = attrs[i] == NULL || met_add(&met, content, attrs[i]) < 0;
+            Py_DECREF(content);
+            if (failed)
+                goto done;
+        }
         Py_ssize_t node_id_length = id_length(ids, i, &widest);
         if (node_id_length < 0 || (length = measure(attrs[i], &widest)) < 0)
             goto done;
@@ -862,6 +1085,7 @@ done:
         for (Py_ssize_t i = 0; i < link_count; i++)
             Py_XDECREF(ends[i]);
     }
+    met_free(&met);
     PyMem_Free(attrs);
     PyMem_Free(ends);
     PyMem_Free(ends_at);

@@ -265,10 +265,7 @@ def body_lines(
     if in_runs and not (clusters and graph.modules) and not show_shapes and writer.in_c() and type(raw.links) is list:
         # to_dot, in C: the whole text written in place into one str, a walked
         # graph's ids included (no str per id, per line or per run of lines).
-        text = ACCELERATED.dot_text(
-            out, raw.ids, raw.contents, raw.links, writer.attrs_by_identity,
-            writer.attrs_by_content, writer.attrs_at, _edge_line_ends(), tail,
-        )
+        text = ACCELERATED.dot_text(out, raw.ids, raw.contents, raw.links, writer.lookup(), _edge_line_ends(), tail)
         return [text]
     columns = writer.columns
     if clusters and graph.modules:
@@ -441,7 +438,7 @@ class _Writer:
         ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
         if type(indices) is range and indices.step == 1 and self.in_c():
-            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.attrs_by_content, self.attrs_at)
+            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.lookup())
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
@@ -471,6 +468,12 @@ class _Writer:
             and (columns.ids is None or type(columns.ids) is list)
             and type(columns.contents) is list
         )
+
+    def lookup(self) -> tuple:
+        """Where the C loop finds the attributes of a content it has not met in this drawing
+        (see node_text in _speedups.c): kept from earlier drawings, put together from a
+        named tensor's parts written for an earlier node, or written by :meth:`attrs_at`."""
+        return (self.attrs_by_content, self.attrs_at, self.named_parts, self.max_chars, _WRITTEN_KEPT)
 
     def attrs_at(self, index: int) -> str:
         """The attributes of node ``index`` that the C loop did not find by its content's identity."""

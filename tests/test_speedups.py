@@ -231,17 +231,22 @@ def test_malformed_links_raise_instead_of_crashing(links, error):
     with pytest.raises(error):
         speedups.ACCELERATED.edge_text(["n0", "n1"], links, 0, len(links), {"data": "\n"})
     with pytest.raises(error):
-        speedups.ACCELERATED.dot_text([], ["n0", "n1"], [], links, {}, {}, None, {"data": "\n"}, [])
+        speedups.ACCELERATED.dot_text([], ["n0", "n1"], [], links, _lookup(None), {"data": "\n"}, [])
+
+
+def _lookup(miss):
+    """A lookup for node_text and dot_text with nothing kept: every node's attributes from ``miss``."""
+    return ({}, miss, {}, 50, 100)
 
 
 @needs_c
 def test_node_attributes_that_are_not_text_raise():
     with pytest.raises(TypeError):
-        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, {}, lambda i: 5)
+        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, _lookup(lambda i: 5))
     with pytest.raises(TypeError):
-        speedups.ACCELERATED.dot_text([], None, [("op",)], [], {}, {}, lambda i: 5, {}, [])
+        speedups.ACCELERATED.dot_text([], None, [("op",)], [], _lookup(lambda i: 5), {}, [])
     with pytest.raises(ZeroDivisionError):  # an error in Python code called back reaches the caller
-        speedups.ACCELERATED.dot_text([], None, [("op",)], [], {}, {}, lambda i: 1 / 0, {}, [])
+        speedups.ACCELERATED.dot_text([], None, [("op",)], [], _lookup(lambda i: 1 / 0), {}, [])
 
 
 @needs_c
@@ -252,8 +257,8 @@ def test_text_of_any_width_is_written_whole():
     attrs = {0: "[label=\"\u00e9\"]", 1: "[label=x]", 2: "[label=\"\U0001f600\"]"}
     links = [(0, 1, ("data",)), (2, 0, ("cut",))]
     ends = {"data": "\n", "cut": " [style=dashed]\n"}
-    text = speedups.ACCELERATED.dot_text(["\u4e8c{\n"], ids, contents, links, {}, {}, attrs.__getitem__, ends, ["}\n"])
-    lines = speedups.ACCELERATED.node_text(ids, contents, 0, 3, {}, {}, attrs.__getitem__)
+    text = speedups.ACCELERATED.dot_text(["\u4e8c{\n"], ids, contents, links, _lookup(attrs.__getitem__), ends, ["}\n"])
+    lines = speedups.ACCELERATED.node_text(ids, contents, 0, 3, {}, _lookup(attrs.__getitem__))
     lines += speedups.ACCELERATED.edge_text(ids, links, 0, 2, ends)
     assert text == "".join(["\u4e8c{\n", *lines, "}\n"])
     assert lines[2] == "\tn\U0001f600 [label=\"\U0001f600\"]\n"
@@ -391,3 +396,55 @@ def test_walks_that_note_more_than_the_type_keep_nothing_between_walks(monkeypat
     assert any(n.attrs for n in graph.nodes)
     walk((x * 2).exp().sum())
     assert len(walk_module._PLAIN_OPS) == 4  # Sum, Exp, Mul, AccumulateGrad
+
+
+# Names the C loop puts between a named tensor's parts as they are, and names it leaves
+# to Python: to escape, not ASCII, longer than the label shows, empty.
+_TENSOR_NAMES = [
+    "w", "layer.0.weight", "layer.1.weight", 'say "hi"', "a&b", "back\\slash", "tab\tname",
+    "caf\u00e9", "\u6743\u91cd", "del\x7f", "x" * 60, "y" * 12, "",
+]
+
+
+def _named_tensors_alike():
+    tensors = [torch.ones(2, requires_grad=True) for _ in _TENSOR_NAMES]
+    params = {name: t for name, t in zip(_TENSOR_NAMES, tensors) if name}
+    outputs = {"loss": sum(t * (i + 1) for i, t in enumerate(tensors)).sum(), 'out "2"': tensors[1] * 3}
+    return outputs, params
+
+
+@needs_c
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"max_attr_chars": 10}, {"show_device": True}, {"theme": {"parameter": {"tooltip": "fixed"}}}],
+)
+def test_named_tensors_put_together_in_c_are_written_as_python_writes_them(options):
+    outputs, params = _named_tensors_alike()
+    for given in (params, None):  # without params, leaves are drawn unnamed
+        graph = walk(outputs, given)
+        forget_written_attrs()
+        drawn = [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, given, **options).source]
+        with pure_python():
+            assert [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, given, **options).source] == drawn
+
+
+@needs_c
+def test_named_tensors_alike_are_put_together_without_python(monkeypatch):
+    outputs, params = _named_tensors_alike()
+    graph = walk(outputs, params)
+    contents = graph.columns(fill_ids=False).contents
+    asked = []
+    original = dot._Writer.attrs_at
+
+    def attrs_at(writer, index):
+        asked.append(contents[index][1])
+        return original(writer, index)
+
+    monkeypatch.setattr(dot._Writer, "attrs_at", attrs_at)
+    forget_written_attrs()
+    to_dot(graph)
+    # The first name of the shape writes the parts; the other plain names are put
+    # together in C; the rest need escaping, are not ASCII or are too long.
+    parameters_asked = [name for name in asked if name in params]
+    assert parameters_asked == ["w", 'say "hi"', "a&b", "back\\slash", "tab\tname", "caf\u00e9", "\u6743\u91cd", "del\x7f", "x" * 60]
+    assert "loss" in asked and "['out \"2\"']" in asked  # outputs: one of its shape each, and a name to escape
