@@ -435,6 +435,22 @@ put(Out *out, PyObject *text)
     return 0;
 }
 
+static inline int
+put_ascii(Out *out, const char *text, Py_ssize_t length)
+{
+    if (room(out, length) < 0)
+        return -1;
+    if (out->kind == PyUnicode_1BYTE_KIND) {
+        memcpy((char *)out->data + out->at, text, length);
+    }
+    else {
+        for (Py_ssize_t k = 0; k < length; k++)
+            PyUnicode_WRITE(out->kind, out->data, out->at + k, (Py_UCS4)(unsigned char)text[k]);
+    }
+    out->at += length;
+    return 0;
+}
+
 /* One str made of ``count`` str pieces (new reference). NULL with an exception set on failure. */
 static PyObject *
 joined(PyObject **pieces, int count)
@@ -508,38 +524,120 @@ plain_name(PyObject *name, Py_ssize_t max_chars)
     return 1;
 }
 
-/* _Writer.named_tensor_attrs where its parts were written for an earlier node of the
- * drawing: before + name + between + name + after. NULL without an exception when
- * they were not (or the name needs more), to be asked of Python. */
+/* shape_text() of a tuple of ints, "(2, 3)", into a new buffer (PyMem_Free it). NULL
+ * without an exception for a shape of anything else (left to Python); NULL with
+ * MemoryError set when out of memory. */
+static char *
+shape_text(PyObject *shape, Py_ssize_t *length)
+{
+    if (!PyTuple_CheckExact(shape))
+        return NULL;
+    Py_ssize_t dims = PyTuple_GET_SIZE(shape);
+    size_t room = 3 + (size_t)dims * 24; /* "(", ")", NUL; ", " and up to 20 digits and a sign each */
+    char *text = PyMem_Malloc(room);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    size_t at = 0;
+    text[at++] = '(';
+    for (Py_ssize_t k = 0; k < dims; k++) {
+        PyObject *size = PyTuple_GET_ITEM(shape, k);
+        long long value;
+        if (!PyLong_CheckExact(size) || ((value = PyLong_AsLongLong(size)) == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyMem_Free(text);
+            return NULL;
+        }
+        at += (size_t)snprintf(text + at, room - at, k ? ", %lld" : "%lld", value);
+    }
+    text[at++] = ')';
+    *length = (Py_ssize_t)at;
+    return text;
+}
+
+/* What a piece of dot._Writer.named_tensor_pieces is: text, or where the name or the
+ * shape's text goes (dot.NAME_SLOT, dot.SHAPE_SLOT); -1 for anything else. */
+enum { NAME_SLOT = 0, SHAPE_SLOT = 1, TEXT_PIECE = 2 };
+
+static int
+piece_slot(PyObject *piece)
+{
+    if (PyUnicode_CheckExact(piece))
+        return TEXT_PIECE;
+    if (!PyLong_CheckExact(piece))
+        return -1;
+    int overflow;
+    long slot = PyLong_AsLongAndOverflow(piece, &overflow);
+    return !overflow && (slot == NAME_SLOT || slot == SHAPE_SLOT) ? (int)slot : -1;
+}
+
+/* _Writer.named_tensor_attrs where its pieces were written for an earlier node of the
+ * drawing: each text piece, with the name at NAME_SLOT and the shape's text at
+ * SHAPE_SLOT. NULL without an exception where they were not, or the node needs
+ * more (then Python writes it). */
 static PyObject *
 named_tensor_attrs(Lookup *lookup, PyObject *content)
 {
-    if (PyDict_GET_SIZE(lookup->named_parts) == 0 || !PyTuple_CheckExact(content) || PyTuple_GET_SIZE(content) < 2)
+    if (PyDict_GET_SIZE(lookup->named_parts) == 0 || !PyTuple_CheckExact(content) || PyTuple_GET_SIZE(content) < 3)
         return NULL;
     PyObject *name = PyTuple_GET_ITEM(content, 1);
     if (!plain_name(name, lookup->max_chars))
         return NULL;
     Py_ssize_t size = PyTuple_GET_SIZE(content);
-    PyObject *key = PyTuple_New(size - 1); /* the content less its name */
+    PyObject *key = PyTuple_New(size - 2); /* the content less its name and shape */
     if (key == NULL)
         return NULL;
     for (Py_ssize_t k = 0, at = 0; k < size; k++) {
-        if (k == 1)
+        if (k == 1 || k == 2)
             continue;
         Py_INCREF(PyTuple_GET_ITEM(content, k));
         PyTuple_SET_ITEM(key, at++, PyTuple_GET_ITEM(content, k));
     }
-    PyObject *parts = PyDict_GetItemWithError(lookup->named_parts, key);
+    PyObject *pieces = PyDict_GetItemWithError(lookup->named_parts, key);
     Py_DECREF(key);
-    if (parts == NULL || !PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 3) {
+    if (pieces == NULL || !PyTuple_CheckExact(pieces) || PyTuple_GET_SIZE(pieces) == 0) {
         PyErr_Clear(); /* a content that cannot be a key is Python's too */
         return NULL;
     }
-    PyObject *pieces[5] = {PyTuple_GET_ITEM(parts, 0), name, PyTuple_GET_ITEM(parts, 1), name,
-                           PyTuple_GET_ITEM(parts, 2)};
-    Py_INCREF(parts); /* its pieces are read while the text is made */
-    PyObject *attrs = joined(pieces, 5);
-    Py_DECREF(parts);
+    Py_ssize_t shape_length = 0;
+    char *shape = shape_text(PyTuple_GET_ITEM(content, 2), &shape_length);
+    if (shape == NULL)
+        return NULL;
+    Py_INCREF(pieces); /* read while the text is made */
+    PyObject *attrs = NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(pieces), total = 0, length;
+    Py_UCS4 widest = 127;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *piece = PyTuple_GET_ITEM(pieces, k);
+        int slot = piece_slot(piece);
+        if (slot == TEXT_PIECE)
+            length = measure(piece, &widest);
+        else if (slot == NAME_SLOT || slot == SHAPE_SLOT)
+            length = slot == NAME_SLOT ? PyUnicode_GET_LENGTH(name) : shape_length;
+        else
+            goto done; /* not pieces as named_tensor_pieces writes them: Python's */
+        if (length < 0)
+            goto done;
+        total += length;
+    }
+    if ((attrs = PyUnicode_New(total, widest)) == NULL)
+        goto done;
+    Out out = {attrs, PyUnicode_KIND(attrs), PyUnicode_DATA(attrs), 0, total};
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *piece = PyTuple_GET_ITEM(pieces, k);
+        int slot = piece_slot(piece);
+        int failed = slot == TEXT_PIECE ? put(&out, piece)
+                     : slot == NAME_SLOT ? put(&out, name)
+                                         : put_ascii(&out, shape, shape_length);
+        if (failed < 0) {
+            Py_CLEAR(attrs);
+            goto done;
+        }
+    }
+done:
+    Py_DECREF(pieces);
+    PyMem_Free(shape);
     return attrs;
 }
 
@@ -895,21 +993,6 @@ any_edge_shape(PyObject *module, PyObject *links)
     Py_RETURN_FALSE;
 }
 
-static inline int
-put_ascii(Out *out, const char *text, Py_ssize_t length)
-{
-    if (room(out, length) < 0)
-        return -1;
-    if (out->kind == PyUnicode_1BYTE_KIND) {
-        memcpy((char *)out->data + out->at, text, length);
-    }
-    else {
-        for (Py_ssize_t k = 0; k < length; k++)
-            PyUnicode_WRITE(out->kind, out->data, out->at + k, (Py_UCS4)(unsigned char)text[k]);
-    }
-    out->at += length;
-    return 0;
-}
 
 /* The length of "n<i>", a walked graph's id of node i. */
 static Py_ssize_t

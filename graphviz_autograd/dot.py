@@ -77,6 +77,21 @@ _UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff
 # Every character escape() changes; most labels hold none, and one search is
 # cheaper than the passes below.
 _NEEDS_ESCAPE = re.compile(r'[\\"&\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
+# Stand-ins for a named tensor's name and the numbers of its shape, written where they
+# go to cut a node's text into pieces (see _Writer.named_tensor_pieces): private-use
+# characters, which escape() leaves as they are.
+_NAME_MARK = "\ue000"
+_SHAPE_TEXT_MARK = "\ue001"
+
+
+class _ShapeMark:
+    def __str__(self) -> str:
+        return _SHAPE_TEXT_MARK
+
+
+_SHAPE_MARK = _ShapeMark()
+# Where a named tensor's name and its shape's text go among the pieces of its attributes.
+NAME_SLOT, SHAPE_SLOT = 0, 1
 _NEEDS_ESCAPE_BUT_NEWLINE = re.compile(r'[\\"&\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
 
 
@@ -413,9 +428,9 @@ class _Writer:
         # (kind, shape, dtype, device, attrs, note, module) -> (shape line, rest of the tooltip),
         # both written: what a tensor node shows but its name (see tensor_values).
         self.tensor_parts: dict[tuple, tuple[str, str]] = {}
-        # The same key -> the text of a named tensor node's attributes before its name,
-        # between its two mentions and after (see named_tensor_attrs).
-        self.named_parts: dict[tuple, tuple[str, str, str]] = {}
+        # (kind, dtype, device, attrs, note, module) -> a named tensor node's attributes cut
+        # where its name and shape go (see named_tensor_pieces).
+        self.named_parts: dict[tuple, tuple] = {}
         # Node content (Node[1:], with its edge shapes when there are any) -> its attributes,
         # kept for every writer with the same settings (see _written_attrs).
         self.attrs_by_content = _written_attrs(
@@ -492,33 +507,67 @@ class _Writer:
         return f"\t{node_id} {self.content_attrs(node_id, content, key)}\n"
 
     def named_tensor_attrs(self, content: tuple) -> Optional[str]:
-        """The attributes of a named tensor node (a parameter) from parts written once per
-        shape, dtype and module, with only the name put in; None where :meth:`tensor_values`
-        would not take the node, or a theme fixes the tooltip (then the general path writes it).
+        """The attributes of a named tensor node (a parameter) put together from pieces written
+        once per kind, dtype, device and module (:meth:`named_tensor_pieces`), with its name
+        and shape text put in; None for a node they do not fit (then written in full).
 
-        The same text as :meth:`node_attrs`: ``head + label + middle + tooltip + tail``
-        with the label ``"<name>\\n<shape line>"`` and the tooltip ``"<kind> <name>\\n<rest>"``.
+        They fit a tensor node whose name is shown whole (at most ``max_chars``) and
+        holds nothing to escape, without shapes along edges (which make its tooltip
+        depend on its id); not a leaf drawn as unnamed, nor a saved tensor with a note.
+        A model's parameters differ in name and shape, and in little else.
         """
         kind, name = content[0], content[1]
-        if kind not in _TENSOR_KINDS or not name or self.edge_shapes is not None:
-            return None  # with shapes on edges a tooltip also depends on the node's id
-        found = self.tensor_parts_for("", content)
-        if found is None:
+        if (
+            kind not in _TENSOR_KINDS
+            or not name
+            or len(name) > self.max_chars
+            or self.edge_shapes is not None
+            or _NEEDS_ESCAPE.search(name)
+            or (kind == LEAF and self.params_given)
+            or (kind == SAVED and content[6])
+        ):
             return None
-        key, (shape_line, rest) = found
-        parts = self.named_parts.get(key)
-        if parts is None:
-            template = self.templates.get(kind)
-            if template is None:
-                template = self.templates[kind] = _attr_template(self.styles[kind])
-            head, middle, tail = template
-            if not middle:
-                return None
-            what = tensor_headline(kind, "")
-            parts = self.named_parts[key] = (head + '"', f'\\n{shape_line}"{middle}"{what} ', f'\\n{rest}"{tail}')
-        before_name, between_names, after_name = parts
-        shown = name if len(name) <= self.max_chars else self.cut_name(name)
-        return f"{before_name}{shown}{between_names}{name}{after_name}"
+        key = (kind, *content[3:])
+        try:
+            pieces = self.named_parts.get(key)
+        except TypeError:  # a hand-built node holding a list cannot be a key
+            return None
+        if pieces is None:
+            pieces = self.named_parts[key] = self.named_tensor_pieces(key)
+        if not pieces:
+            return None
+        shape = shape_text(content[2])
+        return "".join([piece if type(piece) is str else name if piece == NAME_SLOT else shape for piece in pieces])
+
+    def named_tensor_pieces(self, key: tuple) -> tuple:
+        """What :meth:`overlaid_attrs` writes for a named tensor of ``key`` (its content less
+        name and shape), cut where the name and the shape's text go: text pieces with
+        :data:`NAME_SLOT` and :data:`SHAPE_SLOT` between them (the C loop reads them
+        too). () where the text depends on the shape in another way than its text.
+
+        Written with stand-ins for the name and the shape's numbers, for shapes of one
+        and of two dimensions: both must give the same pieces.
+        """
+        kind, rest = key[0], key[1:]
+        found = []
+        for dims in (1, 2):
+            node = Node("", kind, _NAME_MARK, (_SHAPE_MARK,) * dims, *rest)
+            try:
+                written = self.overlaid_attrs(node, {})
+            except Exception:  # noqa: BLE001 - shape text used as numbers: written in full instead
+                return ()
+            pieces: list = []
+            for i, around_shape in enumerate(written.split(shape_text(node.shape))):
+                if i:
+                    pieces.append(SHAPE_SLOT)
+                for j, text in enumerate(around_shape.split(_NAME_MARK)):
+                    if j:
+                        pieces.append(NAME_SLOT)
+                    pieces.append(text)
+            found.append(tuple(pieces))
+        if found[0] != found[1] or any(type(p) is str and (_NAME_MARK in p or _SHAPE_TEXT_MARK in p) for p in found[0]):
+            return ()
+        return found[0]
 
     def content_attrs(self, node_id: str, content: tuple, key: tuple) -> str:
         """The attributes of a node not drawn apart with ``content``: as written before by a

@@ -407,9 +407,10 @@ _TENSOR_NAMES = [
 
 
 def _named_tensors_alike():
-    tensors = [torch.ones(2, requires_grad=True) for _ in _TENSOR_NAMES]
+    # Shapes of one to three dimensions: a named tensor's pieces are written once for all.
+    tensors = [torch.ones((2,) * (i % 3 + 1), requires_grad=True) for i in range(len(_TENSOR_NAMES))]
     params = {name: t for name, t in zip(_TENSOR_NAMES, tensors) if name}
-    outputs = {"loss": sum(t * (i + 1) for i, t in enumerate(tensors)).sum(), 'out "2"': tensors[1] * 3}
+    outputs = {"loss": sum((t * (i + 1)).sum() for i, t in enumerate(tensors)), 'out "2"': tensors[1] * 3}
     return outputs, params
 
 
@@ -443,8 +444,22 @@ def test_named_tensors_alike_are_put_together_without_python(monkeypatch):
     monkeypatch.setattr(dot._Writer, "attrs_at", attrs_at)
     forget_written_attrs()
     to_dot(graph)
-    # The first name of the shape writes the parts; the other plain names are put
-    # together in C; the rest need escaping, are not ASCII or are too long.
+    # The first name writes the pieces; the other plain names are put together in C,
+    # whatever their shape; the rest need escaping, are not ASCII or are too long.
     parameters_asked = [name for name in asked if name in params]
     assert parameters_asked == ["w", 'say "hi"', "a&b", "back\\slash", "tab\tname", "caf\u00e9", "\u6743\u91cd", "del\x7f", "x" * 60]
     assert "loss" in asked and "['out \"2\"']" in asked  # outputs: one of its shape each, and a name to escape
+
+
+@needs_c
+def test_shapes_of_every_sort_are_written_as_python_writes_them():
+    from graphviz_autograd.graph import AutogradGraph, Node
+
+    shapes = [(), (0,), (7, 1, 3), (2**40, 5), (2**70,), (-1, 2), (True, 2), None, (2.5,), ("a",), [2, 3]]
+    nodes = tuple(Node(f"n{i}", "parameter", f"p{i}", shape=shape, dtype="float32") for i, shape in enumerate(shapes))
+    graph = AutogradGraph(nodes, (), params_given=True)
+    forget_written_attrs()
+    drawn = [to_dot(graph), to_dot(graph)]
+    with pure_python():
+        assert [to_dot(graph), to_dot(graph)] == drawn
+    assert 'label="p3\\n(1099511627776, 5)"' in drawn[0] and 'label="p0\\n()"' in drawn[0]
