@@ -421,12 +421,12 @@ def _named_tensors_alike():
 )
 def test_named_tensors_put_together_in_c_are_written_as_python_writes_them(options):
     outputs, params = _named_tensors_alike()
-    for given in (params, None):  # without params, leaves are drawn unnamed
-        graph = walk(outputs, given)
+    for named in (params, None):  # without params, leaves are drawn unnamed
+        graph = walk(outputs, named)
         forget_written_attrs()
-        drawn = [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, given, **options).source]
+        drawn = [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, named, **options).source]
         with pure_python():
-            assert [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, given, **options).source] == drawn
+            assert [to_dot(graph, **options), to_dot(graph, **options), make_dot(outputs, named, **options).source] == drawn
 
 
 @needs_c
