@@ -493,7 +493,7 @@ typedef struct {
     PyObject *written;     /* dict: content -> attributes, kept between drawings */
     PyObject *miss;        /* index -> attributes, in Python */
     PyObject *named_parts; /* dict: (kind, *content[2:]) -> (before name, between, after) */
-    Py_ssize_t max_chars;  /* a longer name is cut, in Python */
+    Py_ssize_t max_chars;  /* a longer name is cut for the label (_Writer.cut_name) */
     Py_ssize_t written_kept; /* written is emptied when it holds this many */
 } Lookup;
 
@@ -506,14 +506,14 @@ read_lookup(PyObject *tuple, Lookup *lookup)
 }
 
 /* Whether a name goes into a DOT string as it is: ASCII with nothing for escape() to
- * change (dot._NEEDS_ESCAPE), and not longer than the label shows. */
+ * change (dot._NEEDS_ESCAPE). */
 static int
-plain_name(PyObject *name, Py_ssize_t max_chars)
+plain_name(PyObject *name)
 {
     if (!PyUnicode_CheckExact(name) || !PyUnicode_IS_ASCII(name))
         return 0;
     Py_ssize_t length = PyUnicode_GET_LENGTH(name);
-    if (length == 0 || length > max_chars)
+    if (length == 0)
         return 0;
     const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(name);
     for (Py_ssize_t k = 0; k < length; k++) {
@@ -556,9 +556,10 @@ shape_text(PyObject *shape, Py_ssize_t *length)
     return text;
 }
 
-/* What a piece of dot._Writer.named_tensor_pieces is: text, or where the name or the
- * shape's text goes (dot.NAME_SLOT, dot.SHAPE_SLOT); -1 for anything else. */
-enum { NAME_SLOT = 0, SHAPE_SLOT = 1, TEXT_PIECE = 2 };
+/* What a piece of dot._Writer.named_tensor_pieces is: text, or where the name, the
+ * shape's text or the name as the label shows it goes (dot.NAME_SLOT, dot.SHAPE_SLOT,
+ * dot.SHOWN_NAME_SLOT); -1 for anything else. */
+enum { NAME_SLOT = 0, SHAPE_SLOT = 1, SHOWN_NAME_SLOT = 2, TEXT_PIECE = 3 };
 
 static int
 piece_slot(PyObject *piece)
@@ -569,7 +570,7 @@ piece_slot(PyObject *piece)
         return -1;
     int overflow;
     long slot = PyLong_AsLongAndOverflow(piece, &overflow);
-    return !overflow && (slot == NAME_SLOT || slot == SHAPE_SLOT) ? (int)slot : -1;
+    return !overflow && (slot == NAME_SLOT || slot == SHAPE_SLOT || slot == SHOWN_NAME_SLOT) ? (int)slot : -1;
 }
 
 /* _Writer.named_tensor_attrs where its pieces were written for an earlier node of the
@@ -582,8 +583,12 @@ named_tensor_attrs(Lookup *lookup, PyObject *content)
     if (PyDict_GET_SIZE(lookup->named_parts) == 0 || !PyTuple_CheckExact(content) || PyTuple_GET_SIZE(content) < 3)
         return NULL;
     PyObject *name = PyTuple_GET_ITEM(content, 1);
-    if (!plain_name(name, lookup->max_chars))
+    if (lookup->max_chars < 4 || !plain_name(name))
         return NULL;
+    /* _Writer.cut_name: a long name keeps its end, after "...". */
+    Py_ssize_t name_length = PyUnicode_GET_LENGTH(name);
+    Py_ssize_t kept = name_length <= lookup->max_chars ? name_length : lookup->max_chars - 3;
+    Py_ssize_t shown_length = name_length <= lookup->max_chars ? name_length : lookup->max_chars;
     Py_ssize_t size = PyTuple_GET_SIZE(content);
     PyObject *key = PyTuple_New(size - 2); /* the content less its name and shape */
     if (key == NULL)
@@ -613,8 +618,12 @@ named_tensor_attrs(Lookup *lookup, PyObject *content)
         int slot = piece_slot(piece);
         if (slot == TEXT_PIECE)
             length = measure(piece, &widest);
-        else if (slot == NAME_SLOT || slot == SHAPE_SLOT)
-            length = slot == NAME_SLOT ? PyUnicode_GET_LENGTH(name) : shape_length;
+        else if (slot == NAME_SLOT)
+            length = name_length;
+        else if (slot == SHAPE_SLOT)
+            length = shape_length;
+        else if (slot == SHOWN_NAME_SLOT)
+            length = shown_length;
         else
             goto done; /* not pieces as named_tensor_pieces writes them: Python's */
         if (length < 0)
@@ -627,9 +636,18 @@ named_tensor_attrs(Lookup *lookup, PyObject *content)
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *piece = PyTuple_GET_ITEM(pieces, k);
         int slot = piece_slot(piece);
-        int failed = slot == TEXT_PIECE ? put(&out, piece)
-                     : slot == NAME_SLOT ? put(&out, name)
-                                         : put_ascii(&out, shape, shape_length);
+        int failed;
+        if (slot == TEXT_PIECE)
+            failed = put(&out, piece);
+        else if (slot == NAME_SLOT)
+            failed = put(&out, name);
+        else if (slot == SHAPE_SLOT)
+            failed = put_ascii(&out, shape, shape_length);
+        else if (kept == name_length)
+            failed = put(&out, name);
+        else
+            failed = put_ascii(&out, "...", 3) < 0
+                     || put_ascii(&out, (const char *)PyUnicode_1BYTE_DATA(name) + name_length - kept, kept) < 0 ? -1 : 0;
         if (failed < 0) {
             Py_CLEAR(attrs);
             goto done;

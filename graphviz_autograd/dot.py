@@ -82,6 +82,7 @@ _NEEDS_ESCAPE = re.compile(r'[\\"&\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
 # characters, which escape() leaves as they are.
 _NAME_MARK = "\ue000"
 _SHAPE_TEXT_MARK = "\ue001"
+_SHOWN_NAME_MARK = "\ue002"  # what cut_name() gives for _NAME_MARK: the name as a label shows it
 
 
 class _ShapeMark:
@@ -90,8 +91,11 @@ class _ShapeMark:
 
 
 _SHAPE_MARK = _ShapeMark()
-# Where a named tensor's name and its shape's text go among the pieces of its attributes.
-NAME_SLOT, SHAPE_SLOT = 0, 1
+# Where a named tensor's name, its shape's text and its name as cut for the label go
+# among the pieces of its attributes.
+NAME_SLOT, SHAPE_SLOT, SHOWN_NAME_SLOT = 0, 1, 2
+_SLOT_OF_MARK = {_NAME_MARK: NAME_SLOT, _SHOWN_NAME_MARK: SHOWN_NAME_SLOT}
+_MARKS = re.compile(f"({_NAME_MARK}|{_SHOWN_NAME_MARK}|\\({_SHAPE_TEXT_MARK}(?:, {_SHAPE_TEXT_MARK})*\\))")
 _NEEDS_ESCAPE_BUT_NEWLINE = re.compile(r'[\\"&\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
 
 
@@ -511,16 +515,15 @@ class _Writer:
         once per kind, dtype, device and module (:meth:`named_tensor_pieces`), with its name
         and shape text put in; None for a node they do not fit (then written in full).
 
-        They fit a tensor node whose name is shown whole (at most ``max_chars``) and
-        holds nothing to escape, without shapes along edges (which make its tooltip
-        depend on its id); not a leaf drawn as unnamed, nor a saved tensor with a note.
-        A model's parameters differ in name and shape, and in little else.
+        They fit a tensor node whose name holds nothing to escape, without shapes
+        along edges (which make its tooltip depend on its id); not a leaf drawn as
+        unnamed, nor a saved tensor with a note. A model's parameters differ in name
+        and shape, and in little else.
         """
         kind, name = content[0], content[1]
         if (
             kind not in _TENSOR_KINDS
             or not name
-            or len(name) > self.max_chars
             or self.edge_shapes is not None
             or _NEEDS_ESCAPE.search(name)
             or (kind == LEAF and self.params_given)
@@ -536,14 +539,15 @@ class _Writer:
             pieces = self.named_parts[key] = self.named_tensor_pieces(key)
         if not pieces:
             return None
-        shape = shape_text(content[2])
-        return "".join([piece if type(piece) is str else name if piece == NAME_SLOT else shape for piece in pieces])
+        values = {NAME_SLOT: name, SHAPE_SLOT: shape_text(content[2]), SHOWN_NAME_SLOT: self.cut_name(name)}
+        return "".join([piece if type(piece) is str else values[piece] for piece in pieces])
 
     def named_tensor_pieces(self, key: tuple) -> tuple:
         """What :meth:`overlaid_attrs` writes for a named tensor of ``key`` (its content less
-        name and shape), cut where the name and the shape's text go: text pieces with
-        :data:`NAME_SLOT` and :data:`SHAPE_SLOT` between them (the C loop reads them
-        too). () where the text depends on the shape in another way than its text.
+        name and shape), cut where the name, the shape's text and the name as the label
+        shows it go: text pieces with :data:`NAME_SLOT`, :data:`SHAPE_SLOT` and
+        :data:`SHOWN_NAME_SLOT` between them (the C loop reads them too). () where the
+        text depends on the shape in another way than its text.
 
         Written with stand-ins for the name and the shape's numbers, for shapes of one
         and of two dimensions: both must give the same pieces.
@@ -556,16 +560,12 @@ class _Writer:
                 written = self.overlaid_attrs(node, {})
             except Exception:  # noqa: BLE001 - shape text used as numbers: written in full instead
                 return ()
-            pieces: list = []
-            for i, around_shape in enumerate(written.split(shape_text(node.shape))):
-                if i:
-                    pieces.append(SHAPE_SLOT)
-                for j, text in enumerate(around_shape.split(_NAME_MARK)):
-                    if j:
-                        pieces.append(NAME_SLOT)
-                    pieces.append(text)
-            found.append(tuple(pieces))
-        if found[0] != found[1] or any(type(p) is str and (_NAME_MARK in p or _SHAPE_TEXT_MARK in p) for p in found[0]):
+            # Text, mark, text, mark, ..., text: the marks become their slots.
+            split = _MARKS.split(written)
+            split[1::2] = [_SLOT_OF_MARK.get(mark, SHAPE_SLOT) for mark in split[1::2]]
+            found.append(tuple(split))
+        marks = (_NAME_MARK, _SHOWN_NAME_MARK, _SHAPE_TEXT_MARK)
+        if found[0] != found[1] or any(mark in text for text in found[0][::2] for mark in marks):
             return ()
         return found[0]
 
@@ -724,6 +724,8 @@ class _Writer:
 
     def cut_name(self, name: str) -> str:
         """Long names keep their end, where a parameter's own name is; the tooltip has them whole."""
+        if name == _NAME_MARK:  # marks where the name as cut goes (see named_tensor_pieces)
+            return _SHOWN_NAME_MARK
         if len(name) <= self.max_chars:
             return name
         return "..." + name[len(name) - self.max_chars + 3 :]
