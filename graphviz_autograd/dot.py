@@ -23,7 +23,7 @@ import functools
 import re
 from functools import partial
 from operator import is_not, itemgetter
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .describe import describe, module_label_lines, shape_text, tensor_headline
 from .errors import OptionError
@@ -521,22 +521,9 @@ class _Writer:
         and shape, and in little else.
         """
         kind, name = content[0], content[1]
-        if (
-            kind not in _TENSOR_KINDS
-            or not name
-            or self.edge_shapes is not None
-            or _NEEDS_ESCAPE.search(name)
-            or (kind == LEAF and self.params_given)
-            or (kind == SAVED and content[6])
-        ):
+        if kind not in _TENSOR_KINDS or not name or self.edge_shapes is not None or not self.takes_parts(content):
             return None
-        key = (kind, *content[3:])
-        try:
-            pieces = self.named_parts.get(key)
-        except TypeError:  # a hand-built node holding a list cannot be a key
-            return None
-        if pieces is None:
-            pieces = self.named_parts[key] = self.named_tensor_pieces(key)
+        pieces = _cached(self.named_parts, (kind, *content[3:]), self.named_tensor_pieces)
         if not pieces:
             return None
         values = {NAME_SLOT: name, SHAPE_SLOT: shape_text(content[2]), SHOWN_NAME_SLOT: self.cut_name(name)}
@@ -650,22 +637,27 @@ class _Writer:
         takes the full path: a name to escape, a leaf drawn as unnamed, a saved
         tensor with a note. The parts are written once per key: the kind and
         every field but id and name."""
-        kind, name = content[0], content[1]
-        if _NEEDS_ESCAPE.search(name) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6]):
+        if not self.takes_parts(content):
             return None
-        key = (kind, *content[2:])
-        try:
-            parts = self.tensor_parts.get(key)
-        except TypeError:  # a hand-built node holding a list cannot be a key
-            return None
-        if parts is None:
+
+        def write(key: tuple) -> tuple[str, str]:
             node = _record(Node, (node_id, *content))
             lines, _ = self.label_lines(node)
             # The tooltip's first line is tensor_headline(); the rest does not name
             # the node. Joined after a line with nothing to escape, the rest is
             # escaped as it would be in the whole text.
-            parts = self.tensor_parts[key] = (escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1])
-        return key, parts
+            return escape(lines[-1]), tooltip_value(self.tooltip_lines(node)[1:])[1:-1]
+
+        key = (content[0], *content[2:])
+        parts = _cached(self.tensor_parts, key, write)
+        return None if parts is None else (key, parts)
+
+    def takes_parts(self, content: tuple) -> bool:
+        """Whether a tensor node's text can be put together from parts written for others:
+        not for a name with characters to escape, a leaf drawn as unnamed, or a saved
+        tensor with a note."""
+        kind = content[0]
+        return not (_NEEDS_ESCAPE.search(content[1]) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6]))
 
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
@@ -759,6 +751,18 @@ def _written_attrs(settings: tuple) -> dict:
             _written.clear()
         attrs = _written[settings] = {}
     return attrs
+
+
+def _cached(cache: dict, key: tuple, write: Callable[[tuple], Any]) -> Any:
+    """``cache[key]``, written by ``write(key)`` the first time; None for a key that cannot be
+    one (a hand-built node holding a list)."""
+    try:
+        value = cache.get(key)
+    except TypeError:
+        return None
+    if value is None:
+        value = cache[key] = write(key)
+    return value
 
 
 def _keep(written: dict, key: tuple, attrs: str) -> None:
