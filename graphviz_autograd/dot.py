@@ -584,7 +584,7 @@ class _Writer:
         kind = node.kind
         template = self.templates.get(kind)
         if template is None:
-            template = self.templates[kind] = _attr_template(self.styles[kind])
+            template = self.templates[kind] = _style_template(tuple(sorted(self.styles[kind].items())))
         head, middle, tail = template
         values = self.tensor_values(node) if kind in _TENSOR_KINDS else None
         if values is not None:
@@ -794,6 +794,13 @@ def _around_label(attrs: Mapping[str, str]) -> tuple[str, str]:
     # A placeholder no written text can hold (see _attr_template).
     before, after = attr_list(dict(attrs, label="\x00")).split("\x00")
     return before, after
+
+
+@functools.lru_cache(maxsize=256)
+def _style_template(style_items: tuple[tuple[str, str], ...]) -> tuple[str, str, str]:
+    """:func:`_attr_template` of a style given as its sorted items, written once per
+    process for each style (a theme's, most often the default one's)."""
+    return _attr_template(dict(style_items))
 
 
 def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
