@@ -492,7 +492,7 @@ add_line(PyObject *lines, PyObject **pieces, int count)
 typedef struct {
     PyObject *written;     /* dict: content -> attributes, kept between drawings */
     PyObject *miss;        /* index -> attributes, in Python */
-    PyObject *named_parts; /* dict: (kind, *content[2:]) -> (before name, between, after) */
+    PyObject *named_parts; /* dict: (kind, *content[3:]) -> pieces (dot._Writer.named_tensor_pieces) */
     Py_ssize_t max_chars;  /* a longer name is cut for the label (_Writer.cut_name) */
     Py_ssize_t written_kept; /* written is emptied when it holds this many */
 } Lookup;
@@ -820,9 +820,9 @@ PyDoc_STRVAR(node_text_doc,
 "The lines of nodes start..stop-1, a str each: '\\t<id> <attributes>\\n'.\n"
 "``lookup`` is (written, miss, named_parts, max_chars, written_kept). A node's\n"
 "attributes are known[id(content)], else written[content], else a named tensor's\n"
-"named_parts[(kind, *content[2:])] put around its name (for a name of at most\n"
-"max_chars with nothing to escape; then kept in written), else miss(index);\n"
-"then also put in known.");
+"pieces named_parts[(kind, *content[3:])] with its name (cut past max_chars for\n"
+"the label) and shape's text put in, for an ASCII name with nothing to escape\n"
+"(then kept in written), else miss(index); then also put in known.");
 
 static PyObject *
 node_text(PyObject *module, PyObject *args)
