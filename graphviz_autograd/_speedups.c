@@ -82,10 +82,44 @@ append_link(PyObject *links, PyObject *source, PyObject *target, PyObject *rest)
     return failed;
 }
 
-/* The inputs of one node: an index and a link each, new grad_fns pushed on the
- * stack (first input on top). Returns -1 with an exception set on failure. */
+/* The node index of each grad_fn on drain's stack, in step with it, so that a node
+ * popped needs no look-up in fn_index. Owns a reference to each index. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t count, capacity;
+} Indices;
+
 static int
-visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, PyObject *fn_index,
+indices_push(Indices *indices, PyObject *index)
+{
+    if (indices->count == indices->capacity) {
+        Py_ssize_t capacity = indices->capacity ? 2 * indices->capacity : 64;
+        PyObject **items = PyMem_Realloc(indices->items, capacity * sizeof(PyObject *));
+        if (items == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        indices->items = items;
+        indices->capacity = capacity;
+    }
+    Py_INCREF(index);
+    indices->items[indices->count++] = index;
+    return 0;
+}
+
+static void
+indices_free(Indices *indices)
+{
+    for (Py_ssize_t k = 0; k < indices->count; k++)
+        Py_DECREF(indices->items[k]);
+    PyMem_Free(indices->items);
+}
+
+/* The inputs of one node: an index and a link each, new grad_fns pushed on the
+ * stack and their indices on ``indices`` (first input on top). Returns -1 with an
+ * exception set on failure. */
+static int
+visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, Indices *indices, PyObject *fn_index,
              PyObject *contents, PyObject *links, PyObject *data_link,
              PyObject *cut_link, PyObject *plain_cut)
 {
@@ -130,6 +164,7 @@ visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, PyObject *fn_index,
         if (PyDict_SetItem(fn_index, child, new_index) < 0
             || PyList_Append(contents, Py_None) < 0
             || PyList_Append(stack, child) < 0
+            || indices_push(indices, new_index) < 0
             || append_link(links, new_index, index, data_link) < 0) {
             Py_DECREF(new_index);
             goto fail;
@@ -140,10 +175,14 @@ visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, PyObject *fn_index,
     /* The run of new children, reversed: the first input is walked first. */
     if (new_children > 1) {
         PyObject **top = &PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - new_children);
+        PyObject **top_indices = indices->items + indices->count - new_children;
         for (Py_ssize_t lo = 0, hi = new_children - 1; lo < hi; lo++, hi--) {
             PyObject *swap = top[lo];
             top[lo] = top[hi];
             top[hi] = swap;
+            swap = top_indices[lo];
+            top_indices[lo] = top_indices[hi];
+            top_indices[hi] = swap;
         }
     }
     Py_DECREF(seq);
@@ -304,25 +343,36 @@ drain(PyObject *module, PyObject *args)
                           &PyDict_Type, &leaves.device_names, &leaves.meta_of, &leaves.accumulate_content,
                           &leaves.leaf_kind, &leaves.parameter_kind))
         return NULL;
+    Indices indices = {NULL, 0, 0};
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(stack); k++) {
+        PyObject *index = PyDict_GetItemWithError(fn_index, PyList_GET_ITEM(stack, k));
+        if (index == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "a grad_fn on the stack has no index");
+            indices_free(&indices);
+            return NULL;
+        }
+        if (indices_push(&indices, index) < 0) {
+            indices_free(&indices);
+            return NULL;
+        }
+    }
     Py_INCREF(plain_cut);
     untrack_if_atomic(data_link); /* so that the links holding them can be untracked too */
     untrack_if_atomic(cut_link);
     for (Py_ssize_t step = 1; PyList_GET_SIZE(stack) > 0; step++) {
         if (interrupted(step))
             goto error;
-        /* list.pop() without the call: the stack's reference becomes ours. */
+        if (PyList_GET_SIZE(stack) != indices.count) {
+            PyErr_SetString(PyExc_RuntimeError, "the walk's stack was changed while it ran");
+            goto error;
+        }
+        /* list.pop() without the call: the stack's reference becomes ours, as does
+         * that of its index. */
         Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
         PyObject *fn = PyList_GET_ITEM(stack, top);
         Py_SET_SIZE(stack, top);
-
-        PyObject *index = PyDict_GetItemWithError(fn_index, fn);
-        if (index == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_KeyError, "a grad_fn on the stack has no index");
-            Py_DECREF(fn);
-            goto error;
-        }
-        Py_INCREF(index);
+        PyObject *index = indices.items[--indices.count];
         PyObject *content = PyDict_GetItemWithError(plain_ops, (PyObject *)Py_TYPE(fn));
         if (content == NULL && PyErr_Occurred())
             goto error_fn;
@@ -366,7 +416,7 @@ drain(PyObject *module, PyObject *args)
         }
         if (PyList_SetItem(contents, at, content) < 0) /* steals content */
             goto error_fn;
-        if (visit_inputs(fn, index, stack, fn_index, contents, links, data_link, cut_link, plain_cut) < 0)
+        if (visit_inputs(fn, index, stack, &indices, fn_index, contents, links, data_link, cut_link, plain_cut) < 0)
             goto error_fn;
         Py_DECREF(fn);
         Py_DECREF(index);
@@ -377,9 +427,11 @@ drain(PyObject *module, PyObject *args)
         goto error;
     }
     Py_DECREF(plain_cut);
+    indices_free(&indices);
     Py_RETURN_NONE;
 error:
     Py_DECREF(plain_cut);
+    indices_free(&indices);
     return NULL;
 }
 
@@ -863,9 +915,17 @@ fail:
 /* A link's source and target indices (checked against ``id_count`` ids) and the end of
  * its line, line_ends[rest[0]] (borrowed). -1 with an exception set when it is not
  * (source, target, (kind, ...)) with both ends named and a known kind. */
+/* The last edge rest (Edge[2:]) read_link looked up, and its line end: a walk gives
+ * every data edge one rest tuple, and every cut edge another. Both borrowed from a
+ * link list and a dict that no Python code runs to change while links are read. */
+typedef struct {
+    PyObject *rest;
+    PyObject *end;
+} LastEnd;
+
 static int
-read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, Py_ssize_t *source, Py_ssize_t *target,
-          PyObject **end)
+read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, LastEnd *last, Py_ssize_t *source,
+          Py_ssize_t *target, PyObject **end)
 {
     if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
         || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
@@ -880,13 +940,20 @@ read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, Py_ssize_t *
         PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
         return -1;
     }
-    PyObject *kind = PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 0);
+    PyObject *rest = PyTuple_GET_ITEM(link, 2);
+    if (rest == last->rest) {
+        *end = last->end;
+        return 0;
+    }
+    PyObject *kind = PyTuple_GET_ITEM(rest, 0);
     *end = PyDict_GetItemWithError(line_ends, kind);
     if (*end == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetObject(PyExc_KeyError, kind);
         return -1;
     }
+    last->rest = rest;
+    last->end = *end;
     return 0;
 }
 
@@ -909,12 +976,13 @@ edge_text(PyObject *module, PyObject *args)
     if (start < 0)
         start = 0;
     Py_ssize_t id_count = PyList_GET_SIZE(ids);
+    LastEnd last = {NULL, NULL};
     if ((lines = PyList_New(0)) == NULL)
         return NULL;
     for (Py_ssize_t i = start; i < stop; i++) {
         Py_ssize_t source, target;
         PyObject *end;
-        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
+        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &last, &source, &target, &end) < 0)
             goto fail;
         PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, source), str_arrow, PyList_GET_ITEM(ids, target), end};
         if (add_line(lines, pieces, 5) < 0)
@@ -1128,10 +1196,12 @@ dot_text(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "the ids changed while the DOT was written");
         goto done;
     }
+    LastEnd last = {NULL, NULL};
     for (Py_ssize_t i = 0; i < link_count; i++) {
         Py_ssize_t source, target;
         PyObject *end;
-        if (interrupted(i + 1) || read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &source, &target, &end) < 0)
+        if (interrupted(i + 1)
+            || read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &last, &source, &target, &end) < 0)
             goto done;
         Py_ssize_t source_length = id_length(ids, source, &widest);
         Py_ssize_t target_length = id_length(ids, target, &widest);

@@ -218,6 +218,30 @@ def test_an_error_reading_next_functions_reaches_the_caller():
 
 
 @needs_c
+def test_a_stack_changed_while_the_walk_runs_raises_instead_of_crashing():
+    """The C loop keeps each stacked grad_fn's index beside the stack; code that
+    next_functions runs could push onto the stack behind its back."""
+    stack = []
+
+    class MeddlingBackward(_FakeFn):
+        @property
+        def next_functions(self):
+            stack.append(FakeBackward(()))  # a node the walk never numbered
+            return ()
+
+        @next_functions.setter
+        def next_functions(self, value):
+            pass
+
+    root = FakeBackward([(MeddlingBackward(()), 0)])
+    walker = walk_module._Walker({}, False, False)
+    walker.fn_index[root] = walker.new_index()
+    stack.append(root)
+    with pytest.raises(RuntimeError, match="stack was changed"):
+        walker.drain_any(stack)
+
+
+@needs_c
 @pytest.mark.parametrize(
     "links, error",
     [
