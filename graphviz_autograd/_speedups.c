@@ -71,15 +71,21 @@ link_tuple(PyObject *source, PyObject *target, PyObject *rest)
     return link;
 }
 
+/* Appends ``item``, a new reference or NULL (an exception set), to ``list`` and lets go of it. */
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(list, item);
+    Py_DECREF(item);
+    return failed;
+}
+
 static int
 append_link(PyObject *links, PyObject *source, PyObject *target, PyObject *rest)
 {
-    PyObject *link = link_tuple(source, target, rest);
-    if (link == NULL)
-        return -1;
-    int failed = PyList_Append(links, link);
-    Py_DECREF(link);
-    return failed;
+    return append_new(links, link_tuple(source, target, rest));
 }
 
 /* The node index of each grad_fn on drain's stack, in step with it, so that a node
@@ -503,6 +509,30 @@ put_ascii(Out *out, const char *text, Py_ssize_t length)
     return 0;
 }
 
+/* The length of the str pieces of ``list`` together, widening the widest character
+ * seen; -1 with an exception set when one is not a str. */
+static Py_ssize_t
+measure_list(PyObject *list, Py_UCS4 *widest)
+{
+    Py_ssize_t total = 0, length;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+        if ((length = measure(PyList_GET_ITEM(list, k), widest)) < 0)
+            return -1;
+        total += length;
+    }
+    return total;
+}
+
+static int
+put_list(Out *out, PyObject *list)
+{
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(list); k++) {
+        if (put(out, PyList_GET_ITEM(list, k)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* One str made of ``count`` str pieces (new reference). NULL with an exception set on failure. */
 static PyObject *
 joined(PyObject **pieces, int count)
@@ -531,12 +561,7 @@ joined(PyObject **pieces, int count)
 static int
 add_line(PyObject *lines, PyObject **pieces, int count)
 {
-    PyObject *line = joined(pieces, count);
-    if (line == NULL)
-        return -1;
-    int failed = PyList_Append(lines, line);
-    Py_DECREF(line);
-    return failed;
+    return append_new(lines, joined(pieces, count));
 }
 
 /* Where a node's attributes come from when they were not met in this drawing
@@ -576,21 +601,18 @@ plain_name(PyObject *name)
     return 1;
 }
 
-/* shape_text() of a tuple of ints, "(2, 3)", into a new buffer (PyMem_Free it). NULL
- * without an exception for a shape of anything else (left to Python); NULL with
- * MemoryError set when out of memory. */
-static char *
-shape_text(PyObject *shape, Py_ssize_t *length)
+/* shape_text() of a tuple of ints, "(2, 3)" (a new str). NULL without an exception
+ * for a shape of anything else (left to Python), with one when out of memory. */
+static PyObject *
+shape_text(PyObject *shape)
 {
     if (!PyTuple_CheckExact(shape))
         return NULL;
     Py_ssize_t dims = PyTuple_GET_SIZE(shape);
     size_t room = 3 + (size_t)dims * 24; /* "(", ")", NUL; ", " and up to 20 digits and a sign each */
     char *text = PyMem_Malloc(room);
-    if (text == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
+    if (text == NULL)
+        return PyErr_NoMemory();
     size_t at = 0;
     text[at++] = '(';
     for (Py_ssize_t k = 0; k < dims; k++) {
@@ -604,8 +626,19 @@ shape_text(PyObject *shape, Py_ssize_t *length)
         at += (size_t)snprintf(text + at, room - at, k ? ", %lld" : "%lld", value);
     }
     text[at++] = ')';
-    *length = (Py_ssize_t)at;
-    return text;
+    PyObject *written = PyUnicode_FromStringAndSize(text, (Py_ssize_t)at);
+    PyMem_Free(text);
+    return written;
+}
+
+/* _Writer.cut_name of an ASCII name: past max_chars, "..." and its end (a new str). */
+static PyObject *
+cut_name(PyObject *name, Py_ssize_t max_chars)
+{
+    Py_ssize_t length = PyUnicode_GET_LENGTH(name);
+    if (length <= max_chars)
+        return Py_NewRef(name);
+    return PyUnicode_FromFormat("...%s", (const char *)PyUnicode_1BYTE_DATA(name) + length - (max_chars - 3));
 }
 
 /* What a piece of dot._Writer.named_tensor_pieces is: text, or where the name, the
@@ -626,9 +659,9 @@ piece_slot(PyObject *piece)
 }
 
 /* _Writer.named_tensor_attrs where its pieces were written for an earlier node of the
- * drawing: each text piece, with the name at NAME_SLOT and the shape's text at
- * SHAPE_SLOT. NULL without an exception where they were not, or the node needs
- * more (then Python writes it). */
+ * drawing: each text piece, with the name, the shape's text and the name as cut for
+ * the label at their slots. NULL without an exception where they were not, or the
+ * node needs more (then Python writes it). */
 static PyObject *
 named_tensor_attrs(Lookup *lookup, PyObject *content)
 {
@@ -637,10 +670,6 @@ named_tensor_attrs(Lookup *lookup, PyObject *content)
     PyObject *name = PyTuple_GET_ITEM(content, 1);
     if (lookup->max_chars < 4 || !plain_name(name))
         return NULL;
-    /* _Writer.cut_name: a long name keeps its end, after "...". */
-    Py_ssize_t name_length = PyUnicode_GET_LENGTH(name);
-    Py_ssize_t kept = name_length <= lookup->max_chars ? name_length : lookup->max_chars - 3;
-    Py_ssize_t shown_length = name_length <= lookup->max_chars ? name_length : lookup->max_chars;
     Py_ssize_t size = PyTuple_GET_SIZE(content);
     PyObject *key = PyTuple_New(size - 2); /* the content less its name and shape */
     if (key == NULL)
@@ -653,61 +682,37 @@ named_tensor_attrs(Lookup *lookup, PyObject *content)
     }
     PyObject *pieces = PyDict_GetItemWithError(lookup->named_parts, key);
     Py_DECREF(key);
-    if (pieces == NULL || !PyTuple_CheckExact(pieces) || PyTuple_GET_SIZE(pieces) == 0) {
-        PyErr_Clear(); /* a content that cannot be a key is Python's too */
+    if (pieces == NULL) {
+        if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_Clear(); /* a content that cannot be a key is Python's too */
         return NULL;
     }
-    Py_ssize_t shape_length = 0;
-    char *shape = shape_text(PyTuple_GET_ITEM(content, 2), &shape_length);
-    if (shape == NULL)
+    if (!PyTuple_CheckExact(pieces) || PyTuple_GET_SIZE(pieces) == 0 || PyTuple_GET_SIZE(pieces) > INT_MAX)
         return NULL;
     Py_INCREF(pieces); /* read while the text is made */
-    PyObject *attrs = NULL;
-    Py_ssize_t count = PyTuple_GET_SIZE(pieces), total = 0, length;
-    Py_UCS4 widest = 127;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *piece = PyTuple_GET_ITEM(pieces, k);
-        int slot = piece_slot(piece);
-        if (slot == TEXT_PIECE)
-            length = measure(piece, &widest);
-        else if (slot == NAME_SLOT)
-            length = name_length;
-        else if (slot == SHAPE_SLOT)
-            length = shape_length;
-        else if (slot == SHOWN_NAME_SLOT)
-            length = shown_length;
-        else
-            goto done; /* not pieces as named_tensor_pieces writes them: Python's */
-        if (length < 0)
-            goto done;
-        total += length;
-    }
-    if ((attrs = PyUnicode_New(total, widest)) == NULL)
+    PyObject *attrs = NULL, *shown = NULL, *shape = shape_text(PyTuple_GET_ITEM(content, 2));
+    Py_ssize_t count = PyTuple_GET_SIZE(pieces);
+    PyObject **items = PyMem_Malloc(count * sizeof(PyObject *));
+    if (items == NULL)
+        PyErr_NoMemory();
+    if (items == NULL || shape == NULL || (shown = cut_name(name, lookup->max_chars)) == NULL)
         goto done;
-    Out out = {attrs, PyUnicode_KIND(attrs), PyUnicode_DATA(attrs), 0, total};
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *piece = PyTuple_GET_ITEM(pieces, k);
-        int slot = piece_slot(piece);
-        int failed;
-        if (slot == TEXT_PIECE)
-            failed = put(&out, piece);
-        else if (slot == NAME_SLOT)
-            failed = put(&out, name);
-        else if (slot == SHAPE_SLOT)
-            failed = put_ascii(&out, shape, shape_length);
-        else if (kept == name_length)
-            failed = put(&out, name);
-        else
-            failed = put_ascii(&out, "...", 3) < 0
-                     || put_ascii(&out, (const char *)PyUnicode_1BYTE_DATA(name) + name_length - kept, kept) < 0 ? -1 : 0;
-        if (failed < 0) {
-            Py_CLEAR(attrs);
-            goto done;
+        switch (piece_slot(piece)) {
+        case TEXT_PIECE: items[k] = piece; break;
+        case NAME_SLOT: items[k] = name; break;
+        case SHAPE_SLOT: items[k] = shape; break;
+        case SHOWN_NAME_SLOT: items[k] = shown; break;
+        default: goto done; /* not pieces as named_tensor_pieces writes them: Python's */
         }
     }
+    attrs = joined(items, (int)count);
 done:
+    PyMem_Free(items);
+    Py_XDECREF(shape);
+    Py_XDECREF(shown);
     Py_DECREF(pieces);
-    PyMem_Free(shape);
     return attrs;
 }
 
@@ -751,27 +756,6 @@ new_content_attrs(Lookup *lookup, PyObject *contents, Py_ssize_t i)
         return NULL;
     PyObject *attrs = PyObject_CallOneArg(lookup->miss, at);
     Py_DECREF(at);
-    return attrs;
-}
-
-/* node_text's attributes of node i: known[id(content)], else new_content_attrs (then
- * also put in known). A new reference. */
-static PyObject *
-node_attrs(Lookup *lookup, PyObject *contents, Py_ssize_t i, PyObject *known)
-{
-    PyObject *key = PyLong_FromVoidPtr(PyList_GET_ITEM(contents, i));
-    if (key == NULL)
-        return NULL;
-    PyObject *attrs = PyDict_GetItemWithError(known, key);
-    if (attrs != NULL || PyErr_Occurred()) {
-        Py_XINCREF(attrs);
-        Py_DECREF(key);
-        return attrs;
-    }
-    attrs = new_content_attrs(lookup, contents, i);
-    if (attrs != NULL && PyDict_SetItem(known, key, attrs) < 0)
-        Py_CLEAR(attrs);
-    Py_DECREF(key);
     return attrs;
 }
 
@@ -822,6 +806,16 @@ met_free(MetTable *table)
     table->slots = NULL;
 }
 
+/* The slot where ``content``, not in the table, goes. */
+static size_t
+met_empty_slot(const MetTable *table, PyObject *content)
+{
+    size_t at = met_slot(table, content);
+    while (table->slots[at].content != NULL)
+        at = (at + 1) & table->mask;
+    return at;
+}
+
 static PyObject *
 met_get(const MetTable *table, PyObject *content) /* borrowed, or NULL */
 {
@@ -848,51 +842,69 @@ met_add(MetTable *table, PyObject *content, PyObject *attrs)
             Met met = table->slots[k];
             if (met.content == NULL)
                 continue;
-            size_t at = met_slot(&bigger, met.content);
-            while (bigger.slots[at].content != NULL)
-                at = (at + 1) & bigger.mask;
-            bigger.slots[at] = met;
+            bigger.slots[met_empty_slot(&bigger, met.content)] = met;
             bigger.count++;
         }
         PyMem_Free(table->slots);
         *table = bigger;
     }
-    size_t at = met_slot(table, content);
-    while (table->slots[at].content != NULL)
-        at = (at + 1) & table->mask;
+    size_t at = met_empty_slot(table, content);
     table->slots[at].content = Py_NewRef(content);
     table->slots[at].attrs = Py_NewRef(attrs);
     table->count++;
     return 0;
 }
 
+/* The attributes of node i in one drawing: those of its content when ``met`` before in
+ * the drawing, else new_content_attrs (then added to ``met``). A new reference. */
+static PyObject *
+drawn_attrs(Lookup *lookup, MetTable *met, PyObject *contents, Py_ssize_t i)
+{
+    PyObject *content = PyList_GET_ITEM(contents, i);
+    PyObject *found = met_get(met, content);
+    if (found != NULL)
+        return Py_NewRef(found);
+    Py_INCREF(content); /* miss() may drop it from the list */
+    PyObject *attrs = new_content_attrs(lookup, contents, i);
+    if (attrs != NULL && met_add(met, content, attrs) < 0)
+        Py_CLEAR(attrs);
+    Py_DECREF(content);
+    return attrs;
+}
+
 PyDoc_STRVAR(node_text_doc,
-"node_text(ids, contents, start, stop, known, lookup)\n"
+"node_text(ids, contents, start, stop, lookup)\n"
 "--\n\n"
 "The lines of nodes start..stop-1, a str each: '\\t<id> <attributes>\\n'.\n"
 "``lookup`` is (written, miss, named_parts, max_chars, written_kept). A node's\n"
-"attributes are known[id(content)], else written[content], else a named tensor's\n"
+"attributes are those of a node met before in the call with the same content\n"
+"(by address), else written[content], else a named tensor's\n"
 "pieces named_parts[(kind, *content[3:])] with its name (cut past max_chars for\n"
 "the label) and shape's text put in, for an ASCII name with nothing to escape\n"
-"(then kept in written), else miss(index); then also put in known.");
+"(then kept in written), else miss(index).");
 
 static PyObject *
 node_text(PyObject *module, PyObject *args)
 {
-    PyObject *ids, *contents, *known, *lookup_tuple, *lines;
+    PyObject *ids, *contents, *lookup_tuple, *lines;
     Py_ssize_t start, stop;
     Lookup lookup;
-    if (!PyArg_ParseTuple(args, "O!O!nnO!O!:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
-                          &start, &stop, &PyDict_Type, &known, &PyTuple_Type, &lookup_tuple)
+    MetTable met;
+    if (!PyArg_ParseTuple(args, "O!O!nnO!:node_text", &PyList_Type, &ids, &PyList_Type, &contents,
+                          &start, &stop, &PyTuple_Type, &lookup_tuple)
         || !read_lookup(lookup_tuple, &lookup))
         return NULL;
     if (start < 0)
         start = 0;
-    if ((lines = PyList_New(0)) == NULL)
+    if (met_init(&met) < 0)
         return NULL;
+    if ((lines = PyList_New(0)) == NULL) {
+        met_free(&met);
+        return NULL;
+    }
     /* Sizes read anew each time round: miss() runs Python code. */
     for (Py_ssize_t i = start; i < stop && i < PyList_GET_SIZE(contents); i++) {
-        PyObject *attrs = node_attrs(&lookup, contents, i, known);
+        PyObject *attrs = drawn_attrs(&lookup, &met, contents, i);
         if (attrs == NULL)
             goto fail;
         if (i >= PyList_GET_SIZE(ids)) {
@@ -906,15 +918,14 @@ node_text(PyObject *module, PyObject *args)
         if (failed)
             goto fail;
     }
+    met_free(&met);
     return lines;
 fail:
+    met_free(&met);
     Py_DECREF(lines);
     return NULL;
 }
 
-/* A link's source and target indices (checked against ``id_count`` ids) and the end of
- * its line, line_ends[rest[0]] (borrowed). -1 with an exception set when it is not
- * (source, target, (kind, ...)) with both ends named and a known kind. */
 /* The last edge rest (Edge[2:]) read_link looked up, and its line end: a walk gives
  * every data edge one rest tuple, and every cut edge another. Both borrowed from a
  * link list and a dict that no Python code runs to change while links are read. */
@@ -923,6 +934,9 @@ typedef struct {
     PyObject *end;
 } LastEnd;
 
+/* A link's source and target indices (checked against ``id_count`` ids) and the end of
+ * its line, line_ends[rest[0]] (borrowed). -1 with an exception set when it is not
+ * (source, target, (kind, ...)) with both ends named and a known kind. */
 static int
 read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, LastEnd *last, Py_ssize_t *source,
           Py_ssize_t *target, PyObject **end)
@@ -1121,7 +1135,7 @@ PyDoc_STRVAR(dot_text_doc,
 "dot_text(before, ids, contents, links, lookup, line_ends, after)\n"
 "--\n\n"
 "One str: the pieces of ``before``, node_text's lines of every node (with\n"
-"``lookup`` as node_text takes it, and contents met kept by address), edge_text's\n"
+"``lookup`` as node_text takes it), edge_text's\n"
 "lines of every link, then the pieces of ``after``. Written in place, in two\n"
 "passes (sizes, then text), without a str per line or per run of lines, and\n"
 "never copied after. ``ids`` None stands for n0, n1, ... (a walked graph's).");
@@ -1161,12 +1175,9 @@ dot_text(PyObject *module, PyObject *args)
     if (met_init(&met) < 0)
         goto done;
     Py_UCS4 widest = 127;
-    Py_ssize_t total = 0, length;
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
-        if ((length = measure(PyList_GET_ITEM(before, k), &widest)) < 0)
-            goto done;
-        total += length;
-    }
+    Py_ssize_t total = measure_list(before, &widest), length;
+    if (total < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < node_count; i++) {
         if (interrupted(i + 1))
             goto done;
@@ -1174,19 +1185,8 @@ dot_text(PyObject *module, PyObject *args)
             PyErr_SetString(PyExc_RuntimeError, "the nodes changed while the DOT was written");
             goto done;
         }
-        PyObject *content = PyList_GET_ITEM(contents, i);
-        PyObject *found = met_get(&met, content);
-        if (found != NULL) {
-            attrs[i] = Py_NewRef(found);
-        }
-        else {
-            Py_INCREF(content); /* miss() may drop it from the list */
-            attrs[i] = new_content_attrs(&lookup, contents, i);
-            int failed = attrs[i] == NULL || met_add(&met, content, attrs[i]) < 0;
-            Py_DECREF(content);
-            if (failed)
-                goto done;
-        }
+        if ((attrs[i] = drawn_attrs(&lookup, &met, contents, i)) == NULL)
+            goto done;
         Py_ssize_t node_id_length = id_length(ids, i, &widest);
         if (node_id_length < 0 || (length = measure(attrs[i], &widest)) < 0)
             goto done;
@@ -1213,19 +1213,15 @@ dot_text(PyObject *module, PyObject *args)
         ends_at[2 * i + 1] = target;
         total += 5 + source_length + target_length + length; /* tab, " -> " */
     }
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(after); k++) {
-        if ((length = measure(PyList_GET_ITEM(after, k), &widest)) < 0)
-            goto done;
-        total += length;
-    }
+    if ((length = measure_list(after, &widest)) < 0)
+        goto done;
+    total += length;
 
     if ((out = PyUnicode_New(total, widest)) == NULL)
         goto done;
     Out o = {out, PyUnicode_KIND(out), PyUnicode_DATA(out), 0, total};
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(before); k++) {
-        if (put(&o, PyList_GET_ITEM(before, k)) < 0)
-            goto fail;
-    }
+    if (put_list(&o, before) < 0)
+        goto fail;
     for (Py_ssize_t i = 0; i < node_count; i++) {
         if (put_ascii(&o, "\t", 1) < 0 || put_id(&o, ids, i) < 0 || put_ascii(&o, " ", 1) < 0
             || put(&o, attrs[i]) < 0 || put_ascii(&o, "\n", 1) < 0)
@@ -1236,10 +1232,8 @@ dot_text(PyObject *module, PyObject *args)
             || put_id(&o, ids, ends_at[2 * i + 1]) < 0 || put(&o, ends[i]) < 0)
             goto fail;
     }
-    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(after); k++) {
-        if (put(&o, PyList_GET_ITEM(after, k)) < 0)
-            goto fail;
-    }
+    if (put_list(&o, after) < 0)
+        goto fail;
     if (o.at != total) {
         PyErr_SetString(PyExc_RuntimeError, "the DOT text came out of another length than measured");
         goto fail;

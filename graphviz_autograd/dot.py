@@ -440,9 +440,10 @@ class _Writer:
         self.attrs_by_content = _written_attrs(
             (self.params_given, max_chars, show_attrs, show_device, _frozen(styles) if styles_key is None else styles_key)
         )
-        # id() of a content tuple of self.columns -> its attributes. A walk shares one
-        # content among nodes alike, so most nodes are found here without hashing
-        # their content; the tuples live as long as the columns, so ids stay theirs.
+        # id() of a content tuple of self.columns -> its attributes, for the Python loop
+        # of node_lines (the C loops keep their own). A walk shares one content among
+        # nodes alike, so most nodes are found here without hashing their content; the
+        # tuples live as long as the columns, so ids stay theirs.
         self.attrs_by_identity: dict[int, str] = {}
 
     def node_lines(self, indices: Iterable[int]) -> list[str]:
@@ -457,7 +458,7 @@ class _Writer:
         ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
         if type(indices) is range and indices.step == 1 and self.in_c():
-            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.attrs_by_identity, self.lookup())
+            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.lookup())
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
@@ -495,12 +496,12 @@ class _Writer:
         return (self.attrs_by_content, self.attrs_at, self.named_parts, self.max_chars, _WRITTEN_KEPT)
 
     def attrs_at(self, index: int) -> str:
-        """The attributes of node ``index`` that the C loop did not find by its content's identity."""
+        """The attributes of node ``index``, whose content the C loop met for the first time
+        in this drawing and found nowhere else (it keeps them for the nodes alike)."""
         ids, contents = self.raw_columns.ids, self.raw_columns.contents
         content = contents[index]
         node_id = f"n{index}" if ids is None else ids[index]
-        attrs = self.attrs_by_identity[id(content)] = self.content_attrs(node_id, content, content)
-        return attrs
+        return self.content_attrs(node_id, content, content)
 
     def styled_node_line(self, index: int) -> str:
         """A node's line when some node has a style of its own or edges have shapes."""

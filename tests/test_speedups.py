@@ -266,7 +266,7 @@ def _lookup(miss):
 @needs_c
 def test_node_attributes_that_are_not_text_raise():
     with pytest.raises(TypeError):
-        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, {}, _lookup(lambda i: 5))
+        speedups.ACCELERATED.node_text(["n0"], [("op",)], 0, 1, _lookup(lambda i: 5))
     with pytest.raises(TypeError):
         speedups.ACCELERATED.dot_text([], None, [("op",)], [], _lookup(lambda i: 5), {}, [])
     with pytest.raises(ZeroDivisionError):  # an error in Python code called back reaches the caller
@@ -282,7 +282,7 @@ def test_text_of_any_width_is_written_whole():
     links = [(0, 1, ("data",)), (2, 0, ("cut",))]
     ends = {"data": "\n", "cut": " [style=dashed]\n"}
     text = speedups.ACCELERATED.dot_text(["\u4e8c{\n"], ids, contents, links, _lookup(attrs.__getitem__), ends, ["}\n"])
-    lines = speedups.ACCELERATED.node_text(ids, contents, 0, 3, {}, _lookup(attrs.__getitem__))
+    lines = speedups.ACCELERATED.node_text(ids, contents, 0, 3, _lookup(attrs.__getitem__))
     lines += speedups.ACCELERATED.edge_text(ids, links, 0, 2, ends)
     assert text == "".join(["\u4e8c{\n", *lines, "}\n"])
     assert lines[2] == "\tn\U0001f600 [label=\"\U0001f600\"]\n"
