@@ -196,8 +196,8 @@ def estimate_layout_seconds(graph: AutogradGraph) -> float:
     >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
     True
     """
-    ids, _, links = graph.columns()
-    count = len(ids)  # an edge to an id that names no node gets a node of its own
+    ids, contents, links = graph.columns(fill_ids=False)  # a walked graph's ids are not needed: n0, n1, ...
+    count = len(contents) if ids is None else len(ids)  # an edge to an id that names no node gets a node of its own
     size = count + len(links)
     max_iterations = float(GRAPH_ATTRS.get("nslimit", "inf")) * count
     seconds = _placing_seconds(size, max_iterations)

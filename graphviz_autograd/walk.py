@@ -308,8 +308,10 @@ class _Walker:
         # type(grad_fn) -> its label, for types whose every node has the label of the type's name
         self.labels: dict[type, str] = {}
         self.shared: dict[Any, tuple] = {}  # (kind, label, module) -> the content nodes alike share
+        # Whether every node of an op type has the same content: nothing noted per node.
+        self.plain = recorder is None and not collect_saved
         # type(grad_fn) -> the content all its nodes share (see content_of); filled by plain walks only
-        self.plain_ops: dict[type, tuple] = _PLAIN_OPS if recorder is None and not collect_saved else {}
+        self.plain_ops: dict[type, tuple] = _PLAIN_OPS if self.plain else {}
         self.saved_names: dict[type, tuple[str, ...]] = {}
 
     def new_index(self) -> int:
@@ -419,7 +421,7 @@ class _Walker:
         if label is None:
             label = self.label_of(fn)
         attrs = self.saved(fn, index) if self.collect_saved else ()
-        plain = self.recorder is None and not self.collect_saved and type(fn) in self.labels
+        plain = self.plain and type(fn) in self.labels
         if label == _ACCUMULATE_GRAD:
             if plain:
                 self.keep_plain_op(type(fn), _FEEDS_LEAF)
