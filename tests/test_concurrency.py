@@ -128,7 +128,7 @@ def test_collector_comes_back_when_a_walk_ends_just_as_another_starts(monkeypatc
     # first walk ends right after the second one looked at the collector's state.
     fake = _RecordingGc()
     monkeypatch.setattr(walk_module, "gc", fake)
-    first, second = walk_module._gc_paused(), walk_module._gc_paused()
+    first = second = walk_module._gc_paused  # one pause shared by every walk
     first.__enter__()
     ended = []
     fake.on_isenabled = lambda: ended.append(first.__exit__(None, None, None))
