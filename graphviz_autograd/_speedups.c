@@ -39,8 +39,8 @@ interrupted(Py_ssize_t step)
 /* Stops the cyclic collector from tracking ``tuple`` when nothing in it can be
  * tracked: CPython's own rule for tuples (_PyTuple_MaybeUntrack), which it applies
  * only when a collection comes across them. The walk pauses the collector; the
- * first collection after it would otherwise go over every link and leaf it made
- * (0.1 ms of GPT-2's walk) only to untrack them. */
+ * first collection after it would otherwise go over every leaf it made only to
+ * untrack them. */
 static void
 untrack_if_atomic(PyObject *tuple)
 {
@@ -54,23 +54,6 @@ untrack_if_atomic(PyObject *tuple)
     PyObject_GC_UnTrack(tuple);
 }
 
-/* (a, b, rest) with a new reference to each. */
-static PyObject *
-link_tuple(PyObject *source, PyObject *target, PyObject *rest)
-{
-    PyObject *link = PyTuple_New(3);
-    if (link == NULL)
-        return NULL;
-    Py_INCREF(source);
-    Py_INCREF(target);
-    Py_INCREF(rest);
-    PyTuple_SET_ITEM(link, 0, source);
-    PyTuple_SET_ITEM(link, 1, target);
-    PyTuple_SET_ITEM(link, 2, rest);
-    untrack_if_atomic(link);
-    return link;
-}
-
 /* Appends ``item``, a new reference or NULL (an exception set), to ``list`` and lets go of it. */
 static int
 append_new(PyObject *list, PyObject *item)
@@ -82,10 +65,369 @@ append_new(PyObject *list, PyObject *item)
     return failed;
 }
 
+/* --- Links: a walk's edges without a tuple apiece ---------------------------------- */
+
+/* The edges of a walked graph as graph.Columns.links holds them, (source index,
+ * target index, Edge[2:]) each, kept as two C integers and a reference rather than
+ * a tuple: a chain of a million ops has two million edges, and making and freeing
+ * their tuples took a third of its walk. It reads as a sequence of those tuples,
+ * each made when read, and pickles and copies as a list of them.
+ *
+ * Not tracked by the cyclic collector: it holds only the rests of edges, tuples of
+ * a kind, a shape and a dtype that refer to no container (append checks the rest is
+ * a tuple; the walk makes every one of them). */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t *ends; /* the source and target of link k at 2k and 2k + 1 */
+    PyObject **rests; /* the rest of link k, owned */
+    Py_ssize_t count, capacity;
+    /* The ints 0, 1, ... of node indices, made the first time a link is read from
+     * Python and shared by every tuple read after: reading a big graph's links then
+     * makes one tuple per link rather than a tuple and two ints. */
+    PyObject **numbers;
+    Py_ssize_t numbers_count;
+} Links;
+
+static PyTypeObject Links_Type;
+
 static int
-append_link(PyObject *links, PyObject *source, PyObject *target, PyObject *rest)
+links_push(Links *links, Py_ssize_t source, Py_ssize_t target, PyObject *rest)
 {
-    return append_new(links, link_tuple(source, target, rest));
+    if (links->count == links->capacity) {
+        Py_ssize_t capacity = links->capacity ? 2 * links->capacity : 64;
+        if (capacity > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(Py_ssize_t))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t *ends = PyMem_Realloc(links->ends, 2 * capacity * sizeof(Py_ssize_t));
+        if (ends == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        links->ends = ends;
+        PyObject **rests = PyMem_Realloc(links->rests, capacity * sizeof(PyObject *));
+        if (rests == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        links->rests = rests;
+        links->capacity = capacity;
+    }
+    Py_INCREF(rest);
+    links->ends[2 * links->count] = source;
+    links->ends[2 * links->count + 1] = target;
+    links->rests[links->count++] = rest;
+    return 0;
+}
+
+/* The int ``i``, a node index of ``links`` (borrowed from its numbers, made on first need). */
+static PyObject *
+links_number(Links *links, Py_ssize_t i)
+{
+    if (i >= links->numbers_count) {
+        /* Every index the links name, at once; at least twice as many as before, so that
+         * links appended and read by turns do not scan them all again each time. */
+        Py_ssize_t count = i < 2 * links->numbers_count ? 2 * links->numbers_count : i + 1;
+        for (Py_ssize_t k = 0; k < 2 * links->count; k++) {
+            if (links->ends[k] >= count)
+                count = links->ends[k] + 1;
+        }
+        PyObject **numbers = PyMem_Realloc(links->numbers, count * sizeof(PyObject *));
+        if (numbers == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        links->numbers = numbers;
+        for (; links->numbers_count < count; links->numbers_count++) {
+            if ((numbers[links->numbers_count] = PyLong_FromSsize_t(links->numbers_count)) == NULL)
+                return NULL;
+        }
+    }
+    return links->numbers[i];
+}
+
+/* Link k as a (source, target, rest) tuple, k in range (new reference). */
+static PyObject *
+links_tuple(Links *links, Py_ssize_t k)
+{
+    PyObject *source = links_number(links, links->ends[2 * k]);
+    PyObject *target = source == NULL ? NULL : links_number(links, links->ends[2 * k + 1]);
+    PyObject *link = target == NULL ? NULL : PyTuple_New(3);
+    if (link == NULL)
+        return NULL;
+    Py_INCREF(source);
+    Py_INCREF(target);
+    Py_INCREF(links->rests[k]);
+    PyTuple_SET_ITEM(link, 0, source);
+    PyTuple_SET_ITEM(link, 1, target);
+    PyTuple_SET_ITEM(link, 2, links->rests[k]);
+    return link;
+}
+
+static PyObject *
+Links_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "Links() takes no arguments: append each link to it");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0); /* zeroed: no links */
+}
+
+static void
+Links_dealloc(Links *self)
+{
+    for (Py_ssize_t k = 0; k < self->count; k++)
+        Py_DECREF(self->rests[k]);
+    for (Py_ssize_t i = 0; i < self->numbers_count; i++)
+        Py_DECREF(self->numbers[i]);
+    PyMem_Free(self->ends);
+    PyMem_Free(self->rests);
+    PyMem_Free(self->numbers);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t
+Links_length(Links *self)
+{
+    return self->count;
+}
+
+static PyObject *
+Links_item(Links *self, Py_ssize_t k)
+{
+    if (k < 0 || k >= self->count) {
+        PyErr_SetString(PyExc_IndexError, "link index out of range");
+        return NULL;
+    }
+    return links_tuple(self, k);
+}
+
+static PyObject *
+Links_subscript(Links *self, PyObject *key)
+{
+    if (PyIndex_Check(key)) {
+        Py_ssize_t k = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (k == -1 && PyErr_Occurred())
+            return NULL;
+        return Links_item(self, k < 0 ? k + self->count : k);
+    }
+    if (!PySlice_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "links are indexed by integers or slices, not %.200s", Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(key, &start, &stop, &step) < 0)
+        return NULL;
+    Py_ssize_t length = PySlice_AdjustIndices(self->count, &start, &stop, step);
+    PyObject *list = PyList_New(length);
+    if (list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0, k = start; i < length; i++, k += step) {
+        PyObject *link = links_tuple(self, k);
+        if (link == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, link);
+    }
+    return list;
+}
+
+static PyObject *
+Links_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if (op != Py_EQ && op != Py_NE)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *mine = PySequence_List(self);
+    PyObject *theirs = other;
+    if (Py_TYPE(other) == &Links_Type)
+        theirs = PySequence_List(other);
+    else
+        Py_INCREF(other);
+    PyObject *result = mine == NULL || theirs == NULL ? NULL : PyObject_RichCompare(mine, theirs, op);
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    return result;
+}
+
+static PyObject *
+Links_repr(PyObject *self)
+{
+    PyObject *list = PySequence_List(self);
+    if (list == NULL)
+        return NULL;
+    PyObject *repr = PyUnicode_FromFormat("Links(%R)", list);
+    Py_DECREF(list);
+    return repr;
+}
+
+static PyObject *
+Links_append(Links *self, PyObject *link)
+{
+    if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyLong_Check(PyTuple_GET_ITEM(link, 0))
+        || !PyLong_Check(PyTuple_GET_ITEM(link, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))) {
+        PyErr_SetString(PyExc_TypeError, "a link is (source index, target index, rest tuple)");
+        return NULL;
+    }
+    Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+    Py_ssize_t target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
+    if ((source == -1 || target == -1) && PyErr_Occurred())
+        return NULL;
+    if (source < 0 || target < 0) {
+        PyErr_SetString(PyExc_ValueError, "a link's node indices cannot be negative");
+        return NULL;
+    }
+    if (links_push(self, source, target, PyTuple_GET_ITEM(link, 2)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* An iterator over a Links: its link tuples in order. */
+typedef struct {
+    PyObject_HEAD
+    Links *links; /* NULL once done */
+    Py_ssize_t next;
+} LinksIterator;
+
+static PyTypeObject LinksIterator_Type;
+
+static PyObject *
+Links_iter(Links *self)
+{
+    LinksIterator *iterator = PyObject_New(LinksIterator, &LinksIterator_Type);
+    if (iterator == NULL)
+        return NULL;
+    Py_INCREF(self);
+    iterator->links = self;
+    iterator->next = 0;
+    return (PyObject *)iterator;
+}
+
+static void
+LinksIterator_dealloc(LinksIterator *self)
+{
+    Py_XDECREF(self->links);
+    PyObject_Free(self);
+}
+
+static PyObject *
+LinksIterator_next(LinksIterator *self)
+{
+    if (self->links == NULL)
+        return NULL;
+    if (self->next >= self->links->count) {
+        Py_CLEAR(self->links);
+        return NULL; /* StopIteration, set by the caller */
+    }
+    return links_tuple(self->links, self->next++);
+}
+
+static PyTypeObject LinksIterator_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "graphviz_autograd._speedups.LinksIterator",
+    .tp_basicsize = sizeof(LinksIterator),
+    .tp_dealloc = (destructor)LinksIterator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)LinksIterator_next,
+};
+
+static PyObject *
+Links_reduce(PyObject *self, PyObject *unused)
+{
+    PyObject *list = PySequence_List(self);
+    return list == NULL ? NULL : Py_BuildValue("(O(N))", (PyObject *)&PyList_Type, list);
+}
+
+static PyMethodDef Links_methods[] = {
+    {"append", (PyCFunction)Links_append, METH_O, "Add a (source index, target index, rest tuple) link."},
+    {"__reduce__", Links_reduce, METH_NOARGS, "Pickled and copied as a list of link tuples."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods Links_as_sequence = {
+    .sq_length = (lenfunc)Links_length,
+    .sq_item = (ssizeargfunc)Links_item,
+};
+
+static PyMappingMethods Links_as_mapping = {
+    .mp_length = (lenfunc)Links_length,
+    .mp_subscript = (binaryfunc)Links_subscript,
+};
+
+PyDoc_STRVAR(Links_doc,
+"Links()\n"
+"--\n\n"
+"A walk's edges as graph.Columns.links: (source index, target index, Edge[2:])\n"
+"each, read as tuples, kept without one. Compares equal to a list of the same\n"
+"tuples, and pickles as one.");
+
+static PyTypeObject Links_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "graphviz_autograd._speedups.Links",
+    .tp_basicsize = sizeof(Links),
+    .tp_dealloc = (destructor)Links_dealloc,
+    .tp_repr = Links_repr,
+    .tp_as_sequence = &Links_as_sequence,
+    .tp_as_mapping = &Links_as_mapping,
+    .tp_hash = PyObject_HashNotImplemented,
+#ifdef Py_TPFLAGS_SEQUENCE
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE, /* a sequence to match statements too */
+#else
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+#endif
+    .tp_doc = Links_doc,
+    .tp_richcompare = Links_richcompare,
+    .tp_iter = (getiterfunc)Links_iter,
+    .tp_methods = Links_methods,
+    .tp_new = Links_new,
+};
+
+/* Link k of ``links``, a list of (source, target, rest) tuples or a Links: its node
+ * indices and its rest (borrowed). -1 with an exception set when k is out of range
+ * or the link is not such a tuple. */
+static int
+link_at(PyObject *links, Py_ssize_t k, Py_ssize_t *source, Py_ssize_t *target, PyObject **rest)
+{
+    if (Py_TYPE(links) == &Links_Type) {
+        Links *l = (Links *)links;
+        if (k >= l->count) {
+            PyErr_SetString(PyExc_RuntimeError, "the links changed while they were read");
+            return -1;
+        }
+        *source = l->ends[2 * k];
+        *target = l->ends[2 * k + 1];
+        *rest = l->rests[k];
+        return 0;
+    }
+    if (k >= PyList_GET_SIZE(links)) {
+        PyErr_SetString(PyExc_RuntimeError, "the links changed while they were read");
+        return -1;
+    }
+    PyObject *link = PyList_GET_ITEM(links, k);
+    if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a link is not (source, target, rest)");
+        return -1;
+    }
+    *source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
+    *target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
+    if ((*source == -1 || *target == -1) && PyErr_Occurred())
+        return -1;
+    *rest = PyTuple_GET_ITEM(link, 2);
+    return 0;
+}
+
+/* How many links ``links`` holds: a list of link tuples or a Links; -1 with TypeError for anything else. */
+static Py_ssize_t
+link_count(PyObject *links)
+{
+    if (Py_TYPE(links) == &Links_Type)
+        return ((Links *)links)->count;
+    if (PyList_Check(links))
+        return PyList_GET_SIZE(links);
+    PyErr_SetString(PyExc_TypeError, "links must be a list or a Links");
+    return -1;
 }
 
 /* The node index of each grad_fn on drain's stack, in step with it, so that a node
@@ -121,12 +463,12 @@ indices_free(Indices *indices)
     PyMem_Free(indices->items);
 }
 
-/* The inputs of one node: an index and a link each, new grad_fns pushed on the
+/* The inputs of node ``at``: an index and a link each, new grad_fns pushed on the
  * stack and their indices on ``indices`` (first input on top). Returns -1 with an
  * exception set on failure. */
 static int
-visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, Indices *indices, PyObject *fn_index,
-             PyObject *contents, PyObject *links, PyObject *data_link,
+visit_inputs(PyObject *fn, Py_ssize_t at, PyObject *stack, Indices *indices, PyObject *fn_index,
+             PyObject *contents, Links *links, PyObject *data_link,
              PyObject *cut_link, PyObject *plain_cut)
 {
     PyObject *inputs = PyObject_GetAttr(fn, str_next_functions);
@@ -147,31 +489,29 @@ visit_inputs(PyObject *fn, PyObject *index, PyObject *stack, Indices *indices, P
         }
         PyObject *child = PyTuple_GET_ITEM(pair, 0);
         if (child == Py_None) {
-            PyObject *cut_index = PyLong_FromSsize_t(PyList_GET_SIZE(contents));
-            if (cut_index == NULL)
-                goto fail;
-            int failed = append_link(links, cut_index, index, cut_link);
-            Py_DECREF(cut_index);
-            if (failed || PyList_Append(contents, plain_cut) < 0)
+            if (links_push(links, PyList_GET_SIZE(contents), at, cut_link) < 0
+                || PyList_Append(contents, plain_cut) < 0)
                 goto fail;
             continue;
         }
         PyObject *child_index = PyDict_GetItemWithError(fn_index, child); /* borrowed */
         if (child_index != NULL) {
-            if (append_link(links, child_index, index, data_link) < 0)
+            Py_ssize_t child_at = PyLong_AsSsize_t(child_index);
+            if ((child_at == -1 && PyErr_Occurred()) || links_push(links, child_at, at, data_link) < 0)
                 goto fail;
             continue;
         }
         if (PyErr_Occurred())
             goto fail;
-        PyObject *new_index = PyLong_FromSsize_t(PyList_GET_SIZE(contents));
+        Py_ssize_t new_at = PyList_GET_SIZE(contents);
+        PyObject *new_index = PyLong_FromSsize_t(new_at);
         if (new_index == NULL)
             goto fail;
         if (PyDict_SetItem(fn_index, child, new_index) < 0
             || PyList_Append(contents, Py_None) < 0
             || PyList_Append(stack, child) < 0
             || indices_push(indices, new_index) < 0
-            || append_link(links, new_index, index, data_link) < 0) {
+            || links_push(links, new_at, at, data_link) < 0) {
             Py_DECREF(new_index);
             goto fail;
         }
@@ -302,9 +642,9 @@ fail:
     return NULL;
 }
 
-/* An AccumulateGrad node at ``index``: its shared content, its leaf and the link between. */
+/* An AccumulateGrad node at ``at``: its shared content, its leaf and the link between. */
 static int
-accumulate_grad(Leaves *leaves, PyObject *fn, PyObject *index, PyObject *contents, PyObject *links,
+accumulate_grad(Leaves *leaves, PyObject *fn, Py_ssize_t at, PyObject *contents, Links *links,
                 PyObject *data_link)
 {
     PyObject *tensor = PyObject_GetAttr(fn, str_variable);
@@ -314,23 +654,21 @@ accumulate_grad(Leaves *leaves, PyObject *fn, PyObject *index, PyObject *content
     Py_DECREF(tensor);
     if (leaf == NULL)
         return -1;
-    Py_ssize_t at = PyLong_AsSsize_t(index);
-    if (at == -1 && PyErr_Occurred()) {
-        Py_DECREF(leaf);
-        return -1;
-    }
-    Py_INCREF(leaves->accumulate_content);
-    int failed = PyList_SetItem(contents, at, leaves->accumulate_content) < 0 /* steals */
-                 || append_link(links, leaf, index, data_link) < 0;
+    Py_ssize_t leaf_at = PyLong_AsSsize_t(leaf);
     Py_DECREF(leaf);
-    return failed ? -1 : 0;
+    if (leaf_at == -1 && PyErr_Occurred())
+        return -1;
+    Py_INCREF(leaves->accumulate_content);
+    if (PyList_SetItem(contents, at, leaves->accumulate_content) < 0) /* steals */
+        return -1;
+    return links_push(links, leaf_at, at, data_link);
 }
 
 PyDoc_STRVAR(drain_doc,
 "drain(walker, stack, fn_index, contents, links, plain_ops, feeds_leaf, data_link, cut_link, plain_cut, leaves)\n"
 "--\n\n"
 "_Walker.drain for a walk without a recorder and without edge shapes:\n"
-"the same graph, built the same way. ``leaves`` is (leaf_index, keep_alive,\n"
+"the same graph, built the same way, its links in a Links. ``leaves`` is (leaf_index, keep_alive,\n"
 "parameter_names, dtype_names, device_names, meta_of, accumulate_content,\n"
 "leaf_kind, parameter_kind): what an AccumulateGrad of a type in plain_ops\n"
 "(as feeds_leaf) needs to add its leaf.");
@@ -338,11 +676,12 @@ PyDoc_STRVAR(drain_doc,
 static PyObject *
 drain(PyObject *module, PyObject *args)
 {
-    PyObject *walker, *stack, *fn_index, *contents, *links, *plain_ops;
+    PyObject *walker, *stack, *fn_index, *contents, *plain_ops;
     PyObject *feeds_leaf, *data_link, *cut_link, *plain_cut;
+    Links *links;
     Leaves leaves;
     if (!PyArg_ParseTuple(args, "OO!O!O!O!O!OOOO(O!O!O!O!O!OOOO):drain", &walker, &PyList_Type, &stack,
-                          &PyDict_Type, &fn_index, &PyList_Type, &contents, &PyList_Type, &links,
+                          &PyDict_Type, &fn_index, &PyList_Type, &contents, &Links_Type, &links,
                           &PyDict_Type, &plain_ops, &feeds_leaf, &data_link, &cut_link, &plain_cut,
                           &PyDict_Type, &leaves.leaf_index, &PyList_Type, &leaves.keep_alive,
                           &PyDict_Type, &leaves.parameter_names, &PyDict_Type, &leaves.dtype_names,
@@ -364,8 +703,6 @@ drain(PyObject *module, PyObject *args)
         }
     }
     Py_INCREF(plain_cut);
-    untrack_if_atomic(data_link); /* so that the links holding them can be untracked too */
-    untrack_if_atomic(cut_link);
     for (Py_ssize_t step = 1; PyList_GET_SIZE(stack) > 0; step++) {
         if (interrupted(step))
             goto error;
@@ -379,6 +716,9 @@ drain(PyObject *module, PyObject *args)
         PyObject *fn = PyList_GET_ITEM(stack, top);
         Py_SET_SIZE(stack, top);
         PyObject *index = indices.items[--indices.count];
+        Py_ssize_t at = PyLong_AsSsize_t(index);
+        if (at == -1 && PyErr_Occurred())
+            goto error_fn;
         PyObject *content = PyDict_GetItemWithError(plain_ops, (PyObject *)Py_TYPE(fn));
         if (content == NULL && PyErr_Occurred())
             goto error_fn;
@@ -405,7 +745,7 @@ drain(PyObject *module, PyObject *args)
             Py_DECREF(noted);
         }
         else if (content == feeds_leaf) {
-            int failed = accumulate_grad(&leaves, fn, index, contents, links, data_link);
+            int failed = accumulate_grad(&leaves, fn, at, contents, links, data_link);
             Py_DECREF(fn);
             Py_DECREF(index);
             if (failed)
@@ -415,14 +755,9 @@ drain(PyObject *module, PyObject *args)
         else {
             Py_INCREF(content);
         }
-        Py_ssize_t at = PyLong_AsSsize_t(index);
-        if (at == -1 && PyErr_Occurred()) {
-            Py_DECREF(content);
-            goto error_fn;
-        }
         if (PyList_SetItem(contents, at, content) < 0) /* steals content */
             goto error_fn;
-        if (visit_inputs(fn, index, stack, &indices, fn_index, contents, links, data_link, cut_link, plain_cut) < 0)
+        if (visit_inputs(fn, at, stack, &indices, fn_index, contents, links, data_link, cut_link, plain_cut) < 0)
             goto error_fn;
         Py_DECREF(fn);
         Py_DECREF(index);
@@ -934,27 +1269,24 @@ typedef struct {
     PyObject *end;
 } LastEnd;
 
-/* A link's source and target indices (checked against ``id_count`` ids) and the end of
+/* Link k's source and target indices (checked against ``id_count`` ids) and the end of
  * its line, line_ends[rest[0]] (borrowed). -1 with an exception set when it is not
  * (source, target, (kind, ...)) with both ends named and a known kind. */
 static int
-read_link(PyObject *link, Py_ssize_t id_count, PyObject *line_ends, LastEnd *last, Py_ssize_t *source,
-          Py_ssize_t *target, PyObject **end)
+read_link(PyObject *links, Py_ssize_t k, Py_ssize_t id_count, PyObject *line_ends, LastEnd *last,
+          Py_ssize_t *source, Py_ssize_t *target, PyObject **end)
 {
-    if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
-        || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 1) {
+    PyObject *rest;
+    if (link_at(links, k, source, target, &rest) < 0)
+        return -1;
+    if (!PyTuple_Check(rest) || PyTuple_GET_SIZE(rest) < 1) {
         PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, ...))");
         return -1;
     }
-    *source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
-    *target = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 1));
-    if ((*source == -1 || *target == -1) && PyErr_Occurred())
-        return -1;
     if (*source < 0 || *source >= id_count || *target < 0 || *target >= id_count) {
         PyErr_SetString(PyExc_IndexError, "a link names a node index with no id");
         return -1;
     }
-    PyObject *rest = PyTuple_GET_ITEM(link, 2);
     if (rest == last->rest) {
         *end = last->end;
         return 0;
@@ -982,11 +1314,14 @@ edge_text(PyObject *module, PyObject *args)
 {
     PyObject *ids, *links, *line_ends, *lines;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "O!O!nnO!:edge_text", &PyList_Type, &ids, &PyList_Type, &links,
+    if (!PyArg_ParseTuple(args, "O!OnnO!:edge_text", &PyList_Type, &ids, &links,
                           &start, &stop, &PyDict_Type, &line_ends))
         return NULL;
-    if (stop > PyList_GET_SIZE(links))
-        stop = PyList_GET_SIZE(links);
+    Py_ssize_t count = link_count(links);
+    if (count < 0)
+        return NULL;
+    if (stop > count)
+        stop = count;
     if (start < 0)
         start = 0;
     Py_ssize_t id_count = PyList_GET_SIZE(ids);
@@ -996,7 +1331,7 @@ edge_text(PyObject *module, PyObject *args)
     for (Py_ssize_t i = start; i < stop; i++) {
         Py_ssize_t source, target;
         PyObject *end;
-        if (read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &last, &source, &target, &end) < 0)
+        if (read_link(links, i, id_count, line_ends, &last, &source, &target, &end) < 0)
             goto fail;
         PyObject *pieces[5] = {str_tab, PyList_GET_ITEM(ids, source), str_arrow, PyList_GET_ITEM(ids, target), end};
         if (add_line(lines, pieces, 5) < 0)
@@ -1019,22 +1354,20 @@ shared_sources(PyObject *module, PyObject *args)
 {
     PyObject *links, *contents, *kind;
     Py_ssize_t max_uses;
-    if (!PyArg_ParseTuple(args, "O!O!On:shared_sources", &PyList_Type, &links, &PyList_Type, &contents,
-                          &kind, &max_uses))
+    if (!PyArg_ParseTuple(args, "OO!On:shared_sources", &links, &PyList_Type, &contents, &kind, &max_uses))
+        return NULL;
+    Py_ssize_t links_count = link_count(links);
+    if (links_count < 0)
         return NULL;
     Py_ssize_t count = PyList_GET_SIZE(contents);
     Py_ssize_t *uses = PyMem_Calloc(count > 0 ? count : 1, sizeof(Py_ssize_t));
     if (uses == NULL)
         return PyErr_NoMemory();
     PyObject *shared = NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
-        PyObject *link = PyList_GET_ITEM(links, i);
-        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) < 1) {
-            PyErr_SetString(PyExc_TypeError, "a link is not (source, target, rest)");
-            goto done;
-        }
-        Py_ssize_t source = PyLong_AsSsize_t(PyTuple_GET_ITEM(link, 0));
-        if (source == -1 && PyErr_Occurred())
+    for (Py_ssize_t i = 0; i < links_count; i++) {
+        Py_ssize_t source, target;
+        PyObject *rest;
+        if (link_at(links, i, &source, &target, &rest) < 0)
             goto done;
         if (source >= 0 && source < count)
             uses[source]++;
@@ -1076,18 +1409,19 @@ PyDoc_STRVAR(any_edge_shape_doc,
 static PyObject *
 any_edge_shape(PyObject *module, PyObject *links)
 {
-    if (!PyList_Check(links)) {
-        PyErr_SetString(PyExc_TypeError, "links must be a list");
+    Py_ssize_t count = link_count(links);
+    if (count < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(links); i++) {
-        PyObject *link = PyList_GET_ITEM(links, i);
-        if (!PyTuple_Check(link) || PyTuple_GET_SIZE(link) != 3 || !PyTuple_Check(PyTuple_GET_ITEM(link, 2))
-            || PyTuple_GET_SIZE(PyTuple_GET_ITEM(link, 2)) < 2) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t source, target;
+        PyObject *rest;
+        if (link_at(links, i, &source, &target, &rest) < 0)
+            return NULL;
+        if (!PyTuple_Check(rest) || PyTuple_GET_SIZE(rest) < 2) {
             PyErr_SetString(PyExc_TypeError, "a link is not (source, target, (kind, shape, ...))");
             return NULL;
         }
-        if (PyTuple_GET_ITEM(PyTuple_GET_ITEM(link, 2), 1) != Py_None)
+        if (PyTuple_GET_ITEM(rest, 1) != Py_None)
             Py_RETURN_TRUE;
     }
     Py_RETURN_FALSE;
@@ -1145,8 +1479,8 @@ dot_text(PyObject *module, PyObject *args)
 {
     PyObject *before, *ids, *contents, *links, *lookup_tuple, *line_ends, *after;
     Lookup lookup;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!O!O!:dot_text", &PyList_Type, &before, &ids, &PyList_Type, &contents,
-                          &PyList_Type, &links, &PyTuple_Type, &lookup_tuple, &PyDict_Type, &line_ends,
+    if (!PyArg_ParseTuple(args, "O!OO!OO!O!O!:dot_text", &PyList_Type, &before, &ids, &PyList_Type, &contents,
+                          &links, &PyTuple_Type, &lookup_tuple, &PyDict_Type, &line_ends,
                           &PyList_Type, &after)
         || !read_lookup(lookup_tuple, &lookup))
         return NULL;
@@ -1155,7 +1489,9 @@ dot_text(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_ssize_t node_count = PyList_GET_SIZE(contents);
-    Py_ssize_t link_count = PyList_GET_SIZE(links);
+    Py_ssize_t links_count = link_count(links);
+    if (links_count < 0)
+        return NULL;
     Py_ssize_t id_count = ids == Py_None ? node_count : PyList_GET_SIZE(ids);
     if (node_count > id_count) {
         PyErr_SetString(PyExc_IndexError, "a node has no id");
@@ -1164,8 +1500,8 @@ dot_text(PyObject *module, PyObject *args)
     /* Each node's attributes, and each link's (source, target, end): owned or borrowed
      * from lists and dicts that nothing changes meanwhile (line_ends, ids, links). */
     PyObject **attrs = PyMem_Calloc(node_count > 0 ? node_count : 1, sizeof(PyObject *));
-    PyObject **ends = PyMem_Calloc(link_count > 0 ? link_count : 1, sizeof(PyObject *));
-    Py_ssize_t *ends_at = PyMem_Calloc(link_count > 0 ? 2 * link_count : 1, sizeof(Py_ssize_t));
+    PyObject **ends = PyMem_Calloc(links_count > 0 ? links_count : 1, sizeof(PyObject *));
+    Py_ssize_t *ends_at = PyMem_Calloc(links_count > 0 ? 2 * links_count : 1, sizeof(Py_ssize_t));
     PyObject *out = NULL;
     MetTable met = {NULL, 0, 0};
     if (attrs == NULL || ends == NULL || ends_at == NULL) {
@@ -1197,11 +1533,11 @@ dot_text(PyObject *module, PyObject *args)
         goto done;
     }
     LastEnd last = {NULL, NULL};
-    for (Py_ssize_t i = 0; i < link_count; i++) {
+    for (Py_ssize_t i = 0; i < links_count; i++) {
         Py_ssize_t source, target;
         PyObject *end;
         if (interrupted(i + 1)
-            || read_link(PyList_GET_ITEM(links, i), id_count, line_ends, &last, &source, &target, &end) < 0)
+            || read_link(links, i, id_count, line_ends, &last, &source, &target, &end) < 0)
             goto done;
         Py_ssize_t source_length = id_length(ids, source, &widest);
         Py_ssize_t target_length = id_length(ids, target, &widest);
@@ -1227,7 +1563,7 @@ dot_text(PyObject *module, PyObject *args)
             || put(&o, attrs[i]) < 0 || put_ascii(&o, "\n", 1) < 0)
             goto fail;
     }
-    for (Py_ssize_t i = 0; i < link_count; i++) {
+    for (Py_ssize_t i = 0; i < links_count; i++) {
         if (put_ascii(&o, "\t", 1) < 0 || put_id(&o, ids, ends_at[2 * i]) < 0 || put_ascii(&o, " -> ", 4) < 0
             || put_id(&o, ids, ends_at[2 * i + 1]) < 0 || put(&o, ends[i]) < 0)
             goto fail;
@@ -1247,7 +1583,7 @@ done:
             Py_XDECREF(attrs[i]);
     }
     if (ends != NULL) {
-        for (Py_ssize_t i = 0; i < link_count; i++)
+        for (Py_ssize_t i = 0; i < links_count; i++)
             Py_XDECREF(ends[i]);
     }
     met_free(&met);
@@ -1329,7 +1665,19 @@ PyInit__speedups(void)
         || (str_newline = intern("\n")) == NULL
         || (str_arrow = intern(" -> ")) == NULL
         || (str_empty = intern("")) == NULL
-        || (empty_tuple = PyTuple_New(0)) == NULL)
+        || (empty_tuple = PyTuple_New(0)) == NULL
+        || PyType_Ready(&Links_Type) < 0)
         return NULL;
-    return PyModule_Create(&speedups_module);
+    if (PyType_Ready(&LinksIterator_Type) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&Links_Type);
+    if (PyModule_AddObject(module, "Links", (PyObject *)&Links_Type) < 0) {
+        Py_DECREF(&Links_Type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

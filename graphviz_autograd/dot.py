@@ -46,7 +46,7 @@ from .graph import (
     cut_location,
 )
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
-from .speedups import ACCELERATED
+from .speedups import ACCELERATED, C_LINK_TYPES
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -281,7 +281,7 @@ def body_lines(
     if _braces:
         tail.append("}\n")
     in_runs = bool(_join_every)
-    if in_runs and not (clusters and graph.modules) and not show_shapes and writer.in_c() and type(raw.links) is list:
+    if in_runs and not (clusters and graph.modules) and not show_shapes and writer.in_c() and type(raw.links) in C_LINK_TYPES:
         # to_dot, in C: the whole text written in place into one str, a walked
         # graph's ids included (no str per id, per line or per run of lines).
         text = ACCELERATED.dot_text(out, raw.ids, raw.contents, raw.links, writer.lookup(), _edge_line_ends(), tail)
@@ -328,7 +328,7 @@ def _edge_line_ends() -> dict[str, str]:
 def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
     """The lines of the edges ``columns.links[start:stop]``."""
     ids = columns.ids
-    if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) is list:
+    if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) in C_LINK_TYPES:
         return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends())
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     line_ends = _edge_line_ends()
@@ -832,7 +832,7 @@ def _edge_shapes(graph: AutogradGraph) -> Optional[dict[str, tuple[tuple[str, ..
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
     links = graph.columns(fill_ids=False).links
     # A shape may be (), so looked for as not None, not by truth: a walk without shapes has none.
-    if ACCELERATED is not None and type(links) is list:
+    if ACCELERATED is not None and type(links) in C_LINK_TYPES:
         if not ACCELERATED.any_edge_shape(links):
             return None
     elif next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:

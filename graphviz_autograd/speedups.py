@@ -9,6 +9,7 @@ use the Python loops although the module was built.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Optional
 
@@ -26,3 +27,10 @@ def _load() -> Optional[ModuleType]:
 
 
 ACCELERATED: Optional[ModuleType] = _load()
+
+# The edge lists (graph.Columns.links) the C loops read: a list of link tuples, and
+# the C walk's own ``Links``, which keeps its links without a tuple each.
+C_LINK_TYPES: tuple = (list,) if ACCELERATED is None else (list, ACCELERATED.Links)
+
+if ACCELERATED is not None:
+    Sequence.register(ACCELERATED.Links)

@@ -301,7 +301,11 @@ class _Walker:
         self.recorder = recorder
         self.edge_meta: dict[Any, tuple] = {}  # grad_fn -> edge rest (DATA, shape, dtype) per output, with collect_shapes
         self.contents: list[Optional[tuple]] = []  # per node: Node[1:], None until processed
-        self.links: list[tuple[int, int, tuple]] = []  # per edge: (source, target, Edge[2:])
+        # Whether the C loop walks: it is built, and the walk needs nothing it leaves out
+        # (a recorder's cut reasons, the shapes along edges).
+        self.in_c = ACCELERATED is not None and recorder is None and not collect_shapes
+        # per edge: (source, target, Edge[2:]); the C loop keeps them without a tuple each
+        self.links: Any = ACCELERATED.Links() if self.in_c else []
         self.fn_index: dict[Any, int] = {}  # grad_fn object -> node index
         self.leaf_index: dict[int, int] = {}  # id(leaf tensor) -> node index
         self.saved_index: dict[int, int] = {}  # id(saved tensor) -> node index
@@ -341,9 +345,8 @@ class _Walker:
         return AutogradGraph.from_columns(columns, self.params_given, modules)
 
     def drain_any(self, stack: list[Any]) -> None:
-        """:meth:`drain`, in C where the C loop is built and the walk needs nothing it leaves out
-        (a recorder's cut reasons, the shapes along edges)."""
-        if ACCELERATED is None or self.recorder is not None or self.collect_shapes:
+        """:meth:`drain`, in C where the walk can be (see ``in_c``)."""
+        if not self.in_c:
             self.drain(stack)
             return
         leaves = (

@@ -9,12 +9,14 @@ without a C compiler gives.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import gc
 import importlib
 import importlib.util
 import inspect
 import os
+import sys
 import tracemalloc
 import weakref
 
@@ -258,6 +260,98 @@ def test_malformed_links_raise_instead_of_crashing(links, error):
         speedups.ACCELERATED.dot_text([], ["n0", "n1"], [], links, _lookup(None), {"data": "\n"}, [])
 
 
+def _links_of(links):
+    """A C ``Links`` holding ``links`` (tuples)."""
+    kept = speedups.ACCELERATED.Links()
+    for link in links:
+        kept.append(link)
+    return kept
+
+
+def _walked_links():
+    """The links of a small model walked in C, and the same walked in Python (a list)."""
+    model, loss = _model_output()
+    in_c = walk(loss, dict(model.named_parameters())).columns(fill_ids=False).links
+    with pure_python():
+        in_python = walk(loss, dict(model.named_parameters())).columns(fill_ids=False).links
+    return in_c, in_python
+
+
+@needs_c
+def test_a_c_walks_links_read_as_the_list_a_python_walk_makes():
+    links, as_list = _walked_links()
+    assert type(links) is speedups.ACCELERATED.Links and type(as_list) is list
+    assert links == as_list and as_list == links and not links != as_list
+    assert len(links) == len(as_list) == 15
+    assert list(links) == as_list and [tuple(link) for link in iter(links)] == as_list
+    for k in (0, 7, 14, -1, -15):
+        assert links[k] == as_list[k]
+    for cut in (slice(1, 4), slice(None, None, -1), slice(2, None, 3), slice(20, 30), slice(-3, None)):
+        assert links[cut] == as_list[cut]
+    for k in (15, -16, 2**70):
+        with pytest.raises(IndexError):
+            links[k]
+    with pytest.raises(TypeError):
+        links["0"]
+    with pytest.raises(TypeError):
+        hash(links)
+    assert isinstance(links, collections.abc.Sequence)
+    assert repr(links) == f"Links({as_list!r})"
+    assert links != as_list[:-1] and links != _links_of(as_list[:-1]) and links == _links_of(as_list)
+
+
+@needs_c
+def test_a_c_walks_links_pickle_and_copy_as_a_list():
+    import copy
+    import pickle
+
+    links, as_list = _walked_links()
+    for copied in (pickle.loads(pickle.dumps(links)), copy.copy(links), copy.deepcopy(links)):
+        assert type(copied) is list and copied == as_list
+
+
+@needs_c
+def test_links_take_only_link_tuples_and_let_their_rests_go():
+    links = speedups.ACCELERATED.Links()
+    for bad, error in [((0, 1), TypeError), ((0, 1, ["data"]), TypeError), (("0", 1, ("data",)), TypeError),
+                       ((-1, 0, ("data",)), ValueError), ([0, 1, ("data",)], TypeError)]:
+        with pytest.raises(error):
+            links.append(bad)
+    assert len(links) == 0
+    with pytest.raises(TypeError):
+        speedups.ACCELERATED.Links([(0, 1, ("data",))])
+    rest = ("data", None, "a dtype of its own")
+    held = sys.getrefcount(rest)
+    links.append((0, 1, rest))
+    assert links[0] == (0, 1, rest)  # reading makes the ints 0 and 1 ...
+    links.append((900, 1000, rest))  # ... and a later, bigger index still reads right
+    assert links[1] == (900, 1000, rest) and links[1][0] == 900
+    del links
+    assert sys.getrefcount(rest) == held
+
+
+@needs_c
+def test_the_c_readers_read_links_of_either_kind_alike():
+    links, as_list = _walked_links()
+    ids = [f"n{i}" for i in range(20)]
+    contents = [("op", "X") if i % 3 else ("accumulate_grad", "A") for i in range(20)]
+    ends = {"data": "\n", "no_grad": " [style=dashed]\n"}
+    c = speedups.ACCELERATED
+    for one, other in [(links, as_list), (_links_of([(0, 1, ("data", None, None))] * 3), [(0, 1, ("data", None, None))] * 3)]:
+        assert c.edge_text(ids, one, 0, 99, ends) == c.edge_text(ids, other, 0, 99, ends)
+        assert c.edge_text(ids, one, 2, 5, ends) == c.edge_text(ids, other, 2, 5, ends)
+        assert c.shared_sources(one, contents, "accumulate_grad", 1) == c.shared_sources(other, contents, "accumulate_grad", 1)
+        assert c.any_edge_shape(one) is c.any_edge_shape(other) is False
+        lookup = _lookup(lambda i: "[x]")
+        assert c.dot_text([], ids, contents, one, lookup, ends, []) == c.dot_text([], ids, contents, other, lookup, ends, [])
+    assert c.any_edge_shape(_links_of([(0, 1, ("data", (2, 3), None))])) is True
+    assert c.shared_sources(_links_of([(0, 1, ("data",))] * 3), [("accumulate_grad",), ("op",)], "accumulate_grad", 2) == {0: 3}
+    with pytest.raises(IndexError):  # an index past the ids
+        c.edge_text(["n0"], _links_of([(0, 1, ("data",))]), 0, 1, {"data": "\n"})
+    with pytest.raises(TypeError):
+        c.edge_text(["n0"], (), 0, 1, {"data": "\n"})
+
+
 def _lookup(miss):
     """A lookup for node_text and dot_text with nothing kept: every node's attributes from ``miss``."""
     return ({}, miss, {}, 50, 100)
@@ -346,17 +440,18 @@ def test_the_c_loop_writes_a_walked_graphs_ids_without_building_them():
 
 @needs_c
 def test_links_and_leaves_of_a_c_walk_are_left_out_of_the_cyclic_collector():
-    """They hold only ints, strings and such tuples: the first collection after the
-    walk would go over each of them only to stop tracking it."""
+    """The links are kept in a Links, and parameters' contents hold only ints, strings
+    and such tuples: the first collection after the walk would go over each of them
+    only to stop tracking it."""
     model, loss = _model_output()
     walk_module._PLAIN_OPS.clear()  # as in a new process: no node type met yet
-    for tracked_links, tracked_parameters in ((2, 1), (1, 0)):
+    for tracked_parameters in (1, 0):
         graph = walk(loss, dict(model.named_parameters()))
         columns = graph.columns(fill_ids=False)
-        # Python makes the output's link, and in the first walk that of the first
-        # AccumulateGrad and its parameter (the first node of a type met goes
-        # through _Walker.content_of; later walks know the type).
-        assert len(columns.links) == 15 and sum(map(gc.is_tracked, columns.links)) == tracked_links
+        assert type(columns.links) is speedups.ACCELERATED.Links and len(columns.links) == 15
+        assert not gc.is_tracked(columns.links)
+        # The first walk makes the first parameter's content in Python (the first
+        # node of a type met goes through _Walker.content_of; later walks know the type).
         parameters = [c for c in columns.contents if c[0] == "parameter"]
         assert len(parameters) == 4 and sum(map(gc.is_tracked, parameters)) == tracked_parameters
 
