@@ -54,6 +54,17 @@ untrack_if_atomic(PyObject *tuple)
     PyObject_GC_UnTrack(tuple);
 }
 
+/* ``block`` (from PyMem_Malloc, or NULL) resized to ``count`` items of ``size`` bytes;
+ * NULL with MemoryError set when it cannot be, ``block`` then left as it was. */
+static void *
+resized(void *block, Py_ssize_t count, size_t size)
+{
+    void *grown = count > PY_SSIZE_T_MAX / (Py_ssize_t)size ? NULL : PyMem_Realloc(block, count * size);
+    if (grown == NULL)
+        PyErr_NoMemory();
+    return grown;
+}
+
 /* Appends ``item``, a new reference or NULL (an exception set), to ``list`` and lets go of it. */
 static int
 append_new(PyObject *list, PyObject *item)
@@ -95,21 +106,13 @@ links_push(Links *links, Py_ssize_t source, Py_ssize_t target, PyObject *rest)
 {
     if (links->count == links->capacity) {
         Py_ssize_t capacity = links->capacity ? 2 * links->capacity : 64;
-        if (capacity > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(Py_ssize_t))) {
-            PyErr_NoMemory();
+        Py_ssize_t *ends = resized(links->ends, capacity, 2 * sizeof(Py_ssize_t));
+        if (ends == NULL)
             return -1;
-        }
-        Py_ssize_t *ends = PyMem_Realloc(links->ends, 2 * capacity * sizeof(Py_ssize_t));
-        if (ends == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
         links->ends = ends;
-        PyObject **rests = PyMem_Realloc(links->rests, capacity * sizeof(PyObject *));
-        if (rests == NULL) {
-            PyErr_NoMemory();
+        PyObject **rests = resized(links->rests, capacity, sizeof(PyObject *));
+        if (rests == NULL)
             return -1;
-        }
         links->rests = rests;
         links->capacity = capacity;
     }
@@ -132,11 +135,9 @@ links_number(Links *links, Py_ssize_t i)
             if (links->ends[k] >= count)
                 count = links->ends[k] + 1;
         }
-        PyObject **numbers = PyMem_Realloc(links->numbers, count * sizeof(PyObject *));
-        if (numbers == NULL) {
-            PyErr_NoMemory();
+        PyObject **numbers = resized(links->numbers, count, sizeof(PyObject *));
+        if (numbers == NULL)
             return NULL;
-        }
         links->numbers = numbers;
         for (; links->numbers_count < count; links->numbers_count++) {
             if ((numbers[links->numbers_count] = PyLong_FromSsize_t(links->numbers_count)) == NULL)
@@ -442,11 +443,9 @@ indices_push(Indices *indices, PyObject *index)
 {
     if (indices->count == indices->capacity) {
         Py_ssize_t capacity = indices->capacity ? 2 * indices->capacity : 64;
-        PyObject **items = PyMem_Realloc(indices->items, capacity * sizeof(PyObject *));
-        if (items == NULL) {
-            PyErr_NoMemory();
+        PyObject **items = resized(indices->items, capacity, sizeof(PyObject *));
+        if (items == NULL)
             return -1;
-        }
         indices->items = items;
         indices->capacity = capacity;
     }
