@@ -65,17 +65,6 @@ resized(void *block, Py_ssize_t count, size_t size)
     return grown;
 }
 
-/* Appends ``item``, a new reference or NULL (an exception set), to ``list`` and lets go of it. */
-static int
-append_new(PyObject *list, PyObject *item)
-{
-    if (item == NULL)
-        return -1;
-    int failed = PyList_Append(list, item);
-    Py_DECREF(item);
-    return failed;
-}
-
 /* --- Links: a walk's edges without a tuple apiece ---------------------------------- */
 
 /* The edges of a walked graph as graph.Columns.links holds them, (source index,
@@ -775,15 +764,23 @@ error:
     return NULL;
 }
 
+/* 0 for a str, -1 with TypeError set for anything else written as DOT text. */
+static inline int
+check_text(PyObject *text)
+{
+    if (PyUnicode_Check(text))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+    return -1;
+}
+
 /* What dot_text and add_line need to know of a str before they write it: its length,
  * widening the widest character seen. -1 with an exception set when it is not a str. */
 static Py_ssize_t
 measure(PyObject *text, Py_UCS4 *widest)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+    if (check_text(text) < 0)
         return -1;
-    }
     Py_UCS4 most = PyUnicode_MAX_CHAR_VALUE(text);
     if (most > *widest)
         *widest = most;
@@ -812,10 +809,8 @@ room(Out *out, Py_ssize_t length)
 static inline int
 put(Out *out, PyObject *text)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "a piece of DOT text is a %.100s, not a str", Py_TYPE(text)->tp_name);
+    if (check_text(text) < 0)
         return -1;
-    }
     Py_ssize_t length = PyUnicode_GET_LENGTH(text);
     if (room(out, length) < 0)
         return -1;
@@ -895,7 +890,12 @@ joined(PyObject **pieces, int count)
 static int
 add_line(PyObject *lines, PyObject **pieces, int count)
 {
-    return append_new(lines, joined(pieces, count));
+    PyObject *line = joined(pieces, count);
+    if (line == NULL)
+        return -1;
+    int failed = PyList_Append(lines, line);
+    Py_DECREF(line);
+    return failed;
 }
 
 /* Where a node's attributes come from when they were not met in this drawing
@@ -1261,8 +1261,9 @@ fail:
 }
 
 /* The last edge rest (Edge[2:]) read_link looked up, and its line end: a walk gives
- * every data edge one rest tuple, and every cut edge another. Both borrowed from a
- * link list and a dict that no Python code runs to change while links are read. */
+ * every data edge one rest tuple, and every cut edge another. Both borrowed from the
+ * links (a list or a Links) and a dict that no Python code runs to change while links
+ * are read. */
 typedef struct {
     PyObject *rest;
     PyObject *end;
