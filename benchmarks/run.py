@@ -14,6 +14,9 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 - ``bare``: a minimal loop over ``grad_fn.next_functions`` with a seen-set and the
   garbage collector paused, as the walk pauses it. It builds nothing, so it is the
   floor for any walk in Python.
+- ``bare+leaves``: the bare walk, also reading the tensor behind each
+  ``AccumulateGrad`` and its shape, dtype and device, as any drawing that shows its
+  parameters must (torchviz too): the floor for such a walk in Python.
 - ``walk``: :func:`graphviz_autograd.walk`.
 - ``walk+dot``: ``walk`` then :func:`graphviz_autograd.to_dot` ("ours" below).
   From the second run on, the DOT writer finds each node's text kept from the
@@ -22,7 +25,7 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   a model drawn for the first time in a process.
 - ``torchviz``: ``torchviz.make_dot(...).source`` when torchviz is installed;
   ``RecursionError`` where its recursive walk gives up (about 1,000 ops deep).
-- ``ours/bare``, ``torchviz/ours``, ``torchviz/first``: ratios of times taken in the same run.
+- ``ours/bare``, ``ours/bare+leaves``, ``torchviz/ours``, ``torchviz/first``: ratios of times taken in the same run.
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
   under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
@@ -101,6 +104,7 @@ class Result:
     nodes: int = 0
     edges: int = 0
     bare: float = 0.0
+    bare_leaves: float = 0.0
     walk: float = 0.0
     walk_dot: float = 0.0
     first: float = 0.0
@@ -196,6 +200,41 @@ def bare_walk(outputs: Any) -> set:
     finally:
         gc.enable()
     return seen
+
+
+def _accumulate_grad_type() -> type:
+    leaf = torch.zeros((), requires_grad=True)
+    return type((leaf * 1).grad_fn.next_functions[0][0])
+
+
+ACCUMULATE_GRAD_TYPE = _accumulate_grad_type()
+
+
+def bare_walk_reading_leaves(outputs: Any) -> tuple[set, list]:
+    """The bare walk, plus reading what a drawing of the graph must show of its leaves:
+    the tensor behind each ``AccumulateGrad`` and its shape, dtype and device (torchviz
+    reads the same). Nothing is built from them, so it is the floor for any walk in
+    Python that draws parameters with their shapes. Returns the grad_fns seen and what
+    was read."""
+    roots = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+    seen = set(roots)
+    stack = list(roots)
+    leaves = []
+    accumulate_grad = ACCUMULATE_GRAD_TYPE
+    gc.disable()
+    try:
+        while stack:
+            fn = stack.pop()
+            if type(fn) is accumulate_grad:
+                leaf = fn.variable
+                leaves.append((leaf.shape, leaf.dtype, leaf.device))
+            for child, _ in fn.next_functions:
+                if child is not None and child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    finally:
+        gc.enable()
+    return seen, leaves
 
 
 def ours(outputs: Any, params: Optional[dict]) -> tuple:
@@ -301,6 +340,7 @@ def measure_graph(
     del graph
 
     result.bare = best_time(lambda: bare_walk(outputs), repeat)
+    result.bare_leaves = best_time(lambda: bare_walk_reading_leaves(outputs), repeat)
     result.walk = best_time(lambda: walk(outputs, params), repeat)
     result.walk_dot = best_time(lambda: ours(outputs, params), repeat)
     result.first = best_time(lambda: ours(outputs, params), repeat, before=forget_written_attrs)
@@ -399,8 +439,8 @@ def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout:
 # --- the table ---------------------------------------------------------------------
 
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "ours/bare+leaves", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 LAYOUT_COLUMN = "dot -Tsvg"
 
@@ -432,11 +472,13 @@ def _row(r: Result, layout: bool) -> list[str]:
         f"{r.nodes:,}",
         f"{r.edges:,}",
         _ms(r.bare),
+        _ms(r.bare_leaves),
         _ms(r.walk),
         _ms(r.walk_dot),
         _ms(r.first),
         torchviz,
         f"{r.walk_dot / r.bare:.1f}",
+        f"{r.walk_dot / r.bare_leaves:.1f}",
         torchviz_ratio,
         first_ratio,
         f"{r.peak_bytes / 2**20:,.1f}",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "ours/bare+leaves", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 
 
@@ -31,6 +31,7 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert cells["nodes"] == "20,003"
     assert cells["edges"] == "20,002"
     float(cells["ours/bare"])
+    float(cells["ours/bare+leaves"])
     float(cells["walk+dot ms"].replace(",", ""))
     float(cells["first ms"].replace(",", ""))
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
@@ -38,6 +39,22 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert cells["torchviz/first"] == "-"
     # The header says whether the C loops ran.
     assert "with its C loops" in done.stdout or "Python loops only" in done.stdout
+
+
+def test_the_floor_walk_reads_every_leaf_once_and_sees_what_the_bare_walk_sees():
+    import torch
+
+    from benchmarks.run import bare_walk, bare_walk_reading_leaves
+
+    w = torch.ones(2, 3, requires_grad=True)
+    b = torch.ones(3, dtype=torch.float64, requires_grad=True)
+    out = ((torch.ones(4, 2) @ w) * 2 + b.float()).sum() + w.sum()  # w used twice, read once
+    seen, leaves = bare_walk_reading_leaves(out)
+    assert seen == bare_walk(out)
+    assert sorted((tuple(shape), str(dtype), str(device)) for shape, dtype, device in leaves) == [
+        ((2, 3), "torch.float32", "cpu"),
+        ((3,), "torch.float64", "cpu"),
+    ]
 
 
 def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
