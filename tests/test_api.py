@@ -191,3 +191,33 @@ def test_public_api_is_exported():
     for name in graphviz_autograd.__all__:
         assert hasattr(graphviz_autograd, name), name
     assert CASES  # the cases module imports cleanly
+
+
+@pytest.mark.parametrize("first", ["walk", "render", "record", "collapse", "api", "cli"])
+def test_api_functions_named_like_modules_stay_functions_whichever_module_is_imported_first(first):
+    # walk, render, record and collapse are functions of the API and modules of the
+    # package; the package's names are read lazily, so in a fresh interpreter each
+    # order of imports must still give the functions.
+    code = (
+        f"import graphviz_autograd.{first}, inspect\n"
+        "import graphviz_autograd as g\n"
+        "from graphviz_autograd import walk, render, record, collapse, make_dot\n"
+        "assert all(inspect.isfunction(f) for f in (walk, render, record, collapse, make_dot)), (walk, render)\n"
+        "assert g.walk is walk and g.render is render and g.record is record and g.collapse is collapse\n"
+        "assert g.walk.__module__ == 'graphviz_autograd.walk' and g.render.__module__ == 'graphviz_autograd.api'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_api_functions_can_be_patched_and_restored(monkeypatch):
+    from unittest import mock
+
+    original = graphviz_autograd.walk
+    with mock.patch("graphviz_autograd.walk") as patched:
+        assert graphviz_autograd.walk is patched
+    assert graphviz_autograd.walk is original
+    monkeypatch.setattr(graphviz_autograd, "render", len)
+    assert graphviz_autograd.render is len
+    monkeypatch.undo()
+    assert graphviz_autograd.render.__module__ == "graphviz_autograd.api"

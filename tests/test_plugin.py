@@ -360,3 +360,13 @@ def test_summary_of_unknown_styles_and_hand_written_dot_does_not_fail():
     before = 'digraph {\n\tn0 [label="a \\"quoted\\" name\\n(1)" color=red]\n}\n'
     after = "digraph {\n}\n"
     assert graph_summary(before, after) == 'Other nodes: -1 node a "quoted" name (1).'
+
+
+def test_loading_the_plugin_imports_no_torch(pytester):
+    # pytest loads the plugin in every session of an environment that has the
+    # package installed; a session that draws no graph should not import torch.
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_plain="import sys\n\n\ndef test_no_torch():\n    assert 'torch' not in sys.modules\n")
+    # --update-golden is the plugin's own option: the run fails on it unless the plugin is loaded.
+    result = pytester.runpytest_subprocess(*QUIET, "-p", "no:cacheprovider", "--update-golden")
+    result.assert_outcomes(passed=1)
