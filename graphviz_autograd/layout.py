@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from operator import itemgetter
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
@@ -324,6 +325,11 @@ NODE_PADDING = 16.0
 NODE_GAP = 14.0
 RANK_GAP = 30.0
 SWEEPS = 4
+# A drawing longer than this (points, across its ranks) is folded into bands side by
+# side (see _fold): 200 inches, the most a PDF page may measure.
+FOLD_LONGER_THAN = 14_400.0
+FOLD_ASPECT = 1.4  # length over breadth a folded drawing comes nearest, as a portrait page
+BAND_GAP = 100.0  # between two bands, beside the gap each box keeps
 
 
 def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
@@ -351,8 +357,9 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
     sits beside the op that saved it. Within a rank nodes start in walk order and
     are reordered by a few barycenter sweeps (each node moves to the mean place of
     its neighbours). Then each rank is packed left to right, every node as near
-    its barycenter as the widths allow. ``direction`` turns the picture as
-    Graphviz's ``rankdir`` does.
+    its barycenter as the widths allow, and centred on the drawing's axis. A
+    drawing longer than a PDF page is folded into bands side by side (see
+    :func:`_fold`). ``direction`` turns the picture as Graphviz's ``rankdir`` does.
 
     >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
     >>> g = AutogradGraph((Node("n0", OUTPUT), Node("n1", OP, "A"), Node("n2", OP, "B")),
@@ -387,6 +394,7 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
         width, height = _node_size(node)
         breadth[i], length[i] = (height, width) if across else (width, height)
     centre = _place_in_ranks(order, pairs, breadth)
+    _centre_ranks(order, centre, breadth)
 
     rank_length: Dict[int, float] = {}
     for i in range(count):
@@ -395,10 +403,11 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
     for r in sorted(rank_length):
         offset[r] = at + rank_length[r] / 2
         at += rank_length[r] + RANK_GAP
+    shift = _fold(offset, rank_length, rank, centre, breadth)
 
     positions = {}
     for i, node in enumerate(nodes):
-        along, up = centre[i], offset[rank[i]]
+        along, up = centre[i] + shift[rank[i]][0], offset[rank[i]] + shift[rank[i]][1]
         if direction == "TB":
             x, y = along, up
         elif direction == "BT":
@@ -409,6 +418,99 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
             x, y = up, -along
         positions[node.id] = (x, y)
     return positions
+
+
+def _fold(
+    offset: Dict[int, float], rank_length: Dict[int, float], rank: List[int], centre: List[float], breadth: List[float]
+) -> Dict[int, Tuple[float, float]]:
+    """Rank -> (shift along the ranks, shift back across them) that folds a drawing
+    too long to show into bands side by side, as a newspaper sets a long text in columns.
+
+    A deep graph (a long chain, an RNN unrolled over many steps) is a strip
+    hundreds of inches long: past PDF's page limit of 200 inches, and cairo, which
+    draws Graphviz's PDF and PNG, takes time in proportion to the strip's length
+    for every shape (a 20,000-node chain: 1 s as SVG, 40 s as PDF). Past
+    ``FOLD_LONGER_THAN`` points, runs of consecutive ranks are set side by side, in
+    as many bands as bring the drawing nearest ``FOLD_ASPECT`` (length over
+    breadth). The inputs begin the first band and the outputs end the last; each
+    band starts at the top, the next to the right of the last (below it, for a
+    drawing from left to right), as broad as its own widest rank. Edges between
+    bands are drawn straight across.
+    """
+    ranks = sorted(offset, reverse=True)  # from the top: a drawing is read from its inputs down
+    if not ranks or offset[ranks[0]] + rank_length[ranks[0]] / 2 <= FOLD_LONGER_THAN:
+        return dict.fromkeys(ranks, (0.0, 0.0))
+    folds = _Bands(ranks, offset, rank_length, rank, centre, breadth)
+    # The drawing grows broader and shorter with every band: the fewest bands that
+    # make it no longer than FOLD_ASPECT, or one fewer if that is nearer.
+    low, high = 1, len(ranks)
+    while low < high:
+        middle = (low + high) // 2
+        if folds.aspect(middle) <= FOLD_ASPECT:
+            high = middle
+        else:
+            low = middle + 1
+    if low > 1 and abs(math.log(folds.aspect(low - 1) / FOLD_ASPECT)) < abs(math.log(folds.aspect(low) / FOLD_ASPECT)):
+        low -= 1
+    return folds.shifts(low)
+
+
+class _Bands:
+    """A drawing's ranks, top first, cut into bands of consecutive ranks (see :func:`_fold`)."""
+
+    def __init__(
+        self,
+        ranks: List[int],
+        offset: Dict[int, float],
+        rank_length: Dict[int, float],
+        rank: List[int],
+        centre: List[float],
+        breadth: List[float],
+    ):
+        self.ranks = ranks
+        self.length = offset[ranks[0]] + rank_length[ranks[0]] / 2
+        # How far below the drawing's top each rank (in the order of ``ranks``) begins and ends.
+        self.top = [self.length - offset[r] - rank_length[r] / 2 for r in ranks]
+        self.bottom = [self.length - offset[r] + rank_length[r] / 2 for r in ranks]
+        # Where each rank's boxes begin and end along it.
+        left = dict.fromkeys(ranks, math.inf)
+        right = dict.fromkeys(ranks, -math.inf)
+        for r, c, b in zip(rank, centre, breadth):
+            left[r] = min(left[r], c - b / 2)
+            right[r] = max(right[r], c + b / 2)
+        self.left = [left[r] for r in ranks]
+        self.right = [right[r] for r in ranks]
+
+    def spans(self, bands: int) -> List[Tuple[int, int]]:
+        """(first, end) of each band, as indices in ``ranks``, for ``bands`` bands of about equal length."""
+        band_length = self.length / bands
+        firsts = [0]
+        for k in range(1, len(self.ranks)):
+            if self.top[k] - self.top[firsts[-1]] >= band_length and len(firsts) < bands:
+                firsts.append(k)
+        return list(zip(firsts, firsts[1:] + [len(self.ranks)]))
+
+    def extents(self, spans: List[Tuple[int, int]]) -> List[Tuple[float, float]]:
+        return [(min(self.left[a:b]), max(self.right[a:b])) for a, b in spans]
+
+    def aspect(self, bands: int) -> float:
+        """Length over breadth of the drawing folded into ``bands`` bands."""
+        spans = self.spans(bands)
+        longest = max(self.bottom[b - 1] - self.top[a] for a, b in spans)
+        broad = sum(end - begin for begin, end in self.extents(spans)) + BAND_GAP * (len(spans) - 1)
+        return longest / broad
+
+    def shifts(self, bands: int) -> Dict[int, Tuple[float, float]]:
+        """Rank -> (shift along, shift up) setting each band a gap to the right of the last, its top at the top."""
+        spans = self.spans(bands)
+        extents = self.extents(spans)
+        shifts = {}
+        at = extents[0][0]
+        for (a, b), (begin, end) in zip(spans, extents):
+            for r in self.ranks[a:b]:
+                shifts[r] = (at - begin, self.top[a])
+            at += end - begin + BAND_GAP
+        return shifts
 
 
 def _ranks(count: int, pairs: Sequence[Tuple[int, int]]) -> List[int]:
@@ -501,6 +603,21 @@ def _place_in_ranks(layers: List[List[int]], pairs: Sequence[Tuple[int, int]], b
         for i in layer:
             placed[i] = True
     return centre
+
+
+def _centre_ranks(layers: List[List[int]], centre: List[float], breadth: List[float]) -> None:
+    """Shift each rank so that it is centred on the drawing's axis.
+
+    Each rank follows the ranks placed before it, and small pulls to one side add
+    up: GPT-2 with 250 layers drifted some 40,000 points sideways from its input to
+    its output, a diagonal strip on a page mostly empty. Centred, a chain of
+    blocks runs straight down; nodes keep their order and gaps within a rank.
+    """
+    for layer in layers:
+        if layer:
+            middle = (centre[layer[0]] - breadth[layer[0]] / 2 + centre[layer[-1]] + breadth[layer[-1]] / 2) / 2
+            for i in layer:
+                centre[i] -= middle
 
 
 def _fill_gaps(wanted: List[Optional[float]]) -> None:

@@ -26,6 +26,14 @@ DEFAULT_TIMEOUT = 600.0
 # Graphviz programs we run, with their arguments. "neato" draws DOT whose nodes all
 # carry a position in points (the fixed layout) and lays out nothing itself (-n2).
 ENGINES = {"dot": (), "neato": ("-n2",)}
+# Arguments for one engine and format. A PNG is a bitmap of 4 bytes a pixel, and
+# Graphviz bounds only each side (32,767 pixels). A dot layout of a big model is a
+# tall strip that this bound keeps to tens of megapixels, but the fixed layout
+# folds a big graph into a block about as broad as it is long (layout._fold), which
+# would make a bitmap of up to a gigapixel: GPT-2 with 250 layers took 25 s and
+# 3 GB. Such a drawing is scaled down to fit 120 inches a side (11,520 pixels at
+# Graphviz's 96 dpi): 2.8 s and 0.35 GB. A drawing smaller than that is not scaled.
+FORMAT_ARGUMENTS = {("neato", "png"): ("-Gsize=120,120",)}
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -90,7 +98,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
     executable = find_dot(engine)
     try:
         process = subprocess.Popen(
-            [executable, *ENGINES[engine], f"-T{fmt}"],
+            [executable, *ENGINES[engine], *FORMAT_ARGUMENTS.get((engine, fmt), ()), f"-T{fmt}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

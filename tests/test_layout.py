@@ -20,6 +20,7 @@ from graphviz_autograd.errors import OptionError
 from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
 from graphviz_autograd.layout import (
     DEFAULT_MAX_USES,
+    FOLD_LONGER_THAN,
     choose_layout,
     estimate_layout_seconds,
     fixed_layout_lines,
@@ -223,6 +224,90 @@ def test_layout_of_a_50k_op_chain_needs_no_recursion():
     finally:
         sys.setrecursionlimit(limit)
     assert len(lines) == 1 + 100_001
+
+
+def _extent(positions: dict) -> tuple[float, float]:
+    xs = [x for x, _ in positions.values()]
+    ys = [y for _, y in positions.values()]
+    return max(xs) - min(xs), max(ys) - min(ys)
+
+
+def test_a_drawing_too_long_for_a_page_is_folded_into_bands_side_by_side():
+    graph = chain_graph(2_000)  # unfolded: a strip some 150,000 points long
+    positions = layered_positions(graph)
+    width, height = _extent(positions)
+    assert width <= FOLD_LONGER_THAN and height <= FOLD_LONGER_THAN  # within a PDF page
+    assert 1.0 <= height / width <= 2.0  # about a portrait page
+    # Every edge goes down within a band, or up from the foot of one band to the head of the next, on its right.
+    crossing = [e for e in graph.edges if positions[e.source][1] <= positions[e.target][1]]
+    assert all(positions[e.source][0] < positions[e.target][0] for e in crossing)
+    bands = len({round(positions[e.target][0]) for e in crossing}) + 1
+    assert bands > 2 and len(crossing) == 2 * (bands - 1)  # each fold cuts the op's edge and its constant's
+    # Read as text in columns: the input at the top of the first band, the output at the foot of the last.
+    top, output = positions["n4000"], positions["n0"]
+    assert top[1] == max(y for _, y in positions.values()) and top[0] < min(positions[e.target][0] for e in crossing)
+    last_band = [(x, y) for x, y in positions.values() if x > max(positions[e.source][0] for e in crossing)]
+    assert output in last_band and output[1] == min(y for _, y in last_band)
+    # No two boxes on a row overlap, whichever band they are in.
+    rows = {}
+    for x, y in positions.values():
+        rows.setdefault(y, []).append(x)
+    for xs in rows.values():
+        xs.sort()
+        assert all(b - a >= 54 for a, b in zip(xs, xs[1:]))
+
+
+def test_a_drawing_that_fits_a_page_is_not_folded():
+    positions = layered_positions(chain_graph(60))
+    width, height = _extent(positions)
+    assert height < FOLD_LONGER_THAN and width < 100  # one column: each op beside its constant
+    ops = [positions[f"n{2 * k - 1}"] for k in range(1, 61)]
+    assert [y for _, y in ops] == sorted(y for _, y in ops)  # the output at the foot
+
+
+def test_every_rank_is_centred_on_one_axis_so_a_deep_graph_does_not_drift_sideways():
+    # Each rank follows the ones placed before it; uncentred, an unrolled LSTM's
+    # steps drifted more than 500 points to one side over 30 steps.
+    positions = layered_positions(split_shared_leaves(walk(*unrolled_lstm(30))))
+    rows = {}
+    for x, y in positions.values():
+        rows.setdefault(y, []).append(x)
+    widest_box = 200  # a row's middle is off the axis by at most half the difference of its end boxes' widths
+    assert all(abs(min(xs) + max(xs)) / 2 < widest_box / 2 for xs in rows.values())
+
+
+@pytest.mark.parametrize("direction", ["LR", "RL", "BT"])
+def test_a_folded_drawing_follows_the_direction(direction):
+    positions = layered_positions(chain_graph(2_000), direction)
+    width, height = _extent(positions)
+    across = direction in ("LR", "RL")
+    assert max(width, height) <= FOLD_LONGER_THAN
+    assert 1.0 <= (width / height if across else height / width) <= 2.0
+    (x_in, y_in), (x_out, y_out) = positions["n3999"], positions["n0"]
+    assert {"LR": x_in < x_out, "RL": x_in > x_out, "BT": y_in < y_out}[direction]
+
+
+@needs_neato
+def test_a_folded_drawing_makes_a_pdf_page_within_the_limit(tmp_path):
+    graph = chain_graph(2_000)
+    path = render(graph, tmp_path / "chain.pdf", layout="fixed")
+    box = re.search(rb"/MediaBox \[ *0 0 ([\d.]+) ([\d.]+) *\]", path.read_bytes())
+    assert box is not None
+    assert max(float(box.group(1)), float(box.group(2))) <= FOLD_LONGER_THAN + 72  # a margin around the drawing
+
+
+@needs_neato
+def test_a_fixed_layout_png_is_scaled_down_to_a_bitmap_memory_can_hold(tmp_path):
+    # One op with 600 inputs: a rank some 560 inches broad, a bitmap of 54,000 pixels
+    # by 70 at Graphviz's 96 dpi. It is scaled to 120 inches (11,520 pixels) a side.
+    nodes = [Node("n0", OUTPUT, "y", shape=(1,)), Node("n1", OP, "CatBackward0")]
+    nodes += [Node(f"n{k}", NO_GRAD) for k in range(2, 602)]
+    edges = [Edge("n1", "n0")] + [Edge(f"n{k}", "n1", CUT) for k in range(2, 602)]
+    path = render(AutogradGraph(tuple(nodes), tuple(edges)), tmp_path / "wide.png", layout="fixed")
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+    assert 11_000 < width <= 11_520 + 16 and height < width  # scaled to the limit, not past it
 
 
 def test_legend_nodes_are_placed_too():
