@@ -34,8 +34,8 @@ With ``--layouts``, a second table times tensor -> SVG through
 :func:`graphviz_autograd.render` (walk, DOT, Graphviz, file): the LSTM with its
 shared weights split and whole (ratio in the same run), GPT-2 with 48 layers
 and DenseNet-121 each under ``layout="auto"`` and ``"dot"`` (ratios too), and a
-20,003-node chain with the fixed layout. Each is run once; a run past
-``--layout-timeout`` is stopped.
+20,003-node chain with the fixed layout, as SVG and as PDF. Each is run once; a
+run past ``--layout-timeout`` is stopped.
 
 Graphs, all with random weights and nothing downloaded:
 
@@ -368,6 +368,7 @@ class LayoutCase:
     build: Callable[[], tuple[Any, Optional[dict]]]
     options: dict
     needs: tuple[str, ...] = ()
+    suffix: str = ".svg"  # the file rendered, and so its format
 
 
 LAYOUT_CASES = [
@@ -378,6 +379,7 @@ LAYOUT_CASES = [
     LayoutCase("densenet121 auto", models.densenet121, dict(layout="auto")),
     LayoutCase("densenet121 dot", models.densenet121, dict(layout="dot")),
     LayoutCase("chain-10k fixed", chain(10_000), dict(layout="fixed")),
+    LayoutCase("chain-10k fixed, PDF", chain(10_000), dict(layout="fixed"), suffix=".pdf"),
 ]
 
 
@@ -407,7 +409,7 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
             del graph, shown, laid_out
             start = time.perf_counter()
             try:
-                render(outputs, os.path.join(folder, "graph.svg"), params, timeout=timeout, **case.options)
+                render(outputs, os.path.join(folder, "graph" + case.suffix), params, timeout=timeout, **case.options)
                 seconds: Optional[float] = time.perf_counter() - start
             except RenderError:
                 seconds = None
@@ -419,7 +421,7 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
 
 def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout: float) -> str:
     seconds = {name: s for name, _, _, s in rows}
-    lines = ["| render to SVG | nodes drawn | drawn by | seconds |", "|:--|--:|:--|--:|"]
+    lines = ["| render (to SVG unless named) | nodes drawn | drawn by | seconds |", "|:--|--:|:--|--:|"]
     for name, nodes, engine, s in rows:
         shown = "neato -n2 (fixed)" if engine == "neato" else engine
         lines.append(f"| {name} | {nodes} | {shown} | {'>' + format(timeout, 'g') if s is None else format(s, '.2f')} |")
