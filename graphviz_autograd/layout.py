@@ -423,8 +423,8 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
 def _fold(
     offset: Dict[int, float], rank_length: Dict[int, float], rank: List[int], centre: List[float], breadth: List[float]
 ) -> Dict[int, Tuple[float, float]]:
-    """Rank -> (shift along the ranks, shift back across them) that folds a drawing
-    too long to show into bands side by side, as a newspaper sets a long text in columns.
+    """Rank -> (shift along the ranks, shift up) that folds a drawing too long to
+    show into bands side by side, as a newspaper sets a long text in columns.
 
     A deep graph (a long chain, an RNN unrolled over many steps) is a strip
     hundreds of inches long: past PDF's page limit of 200 inches, and cairo, which
@@ -440,19 +440,19 @@ def _fold(
     ranks = sorted(offset, reverse=True)  # from the top: a drawing is read from its inputs down
     if not ranks or offset[ranks[0]] + rank_length[ranks[0]] / 2 <= FOLD_LONGER_THAN:
         return dict.fromkeys(ranks, (0.0, 0.0))
-    folds = _Bands(ranks, offset, rank_length, rank, centre, breadth)
+    bands = _Bands(ranks, offset, rank_length, rank, centre, breadth)
     # The drawing grows broader and shorter with every band: the fewest bands that
     # make it no longer than FOLD_ASPECT, or one fewer if that is nearer.
     low, high = 1, len(ranks)
     while low < high:
         middle = (low + high) // 2
-        if folds.aspect(middle) <= FOLD_ASPECT:
+        if bands.aspect(middle) <= FOLD_ASPECT:
             high = middle
         else:
             low = middle + 1
-    if low > 1 and abs(math.log(folds.aspect(low - 1) / FOLD_ASPECT)) < abs(math.log(folds.aspect(low) / FOLD_ASPECT)):
+    if low > 1 and abs(math.log(bands.aspect(low - 1) / FOLD_ASPECT)) < abs(math.log(bands.aspect(low) / FOLD_ASPECT)):
         low -= 1
-    return folds.shifts(low)
+    return bands.shifts(low)
 
 
 class _Bands:
