@@ -25,6 +25,7 @@ True
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
 from operator import itemgetter
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
@@ -485,9 +486,11 @@ class _Bands:
         """(first, end) of each band, as indices in ``ranks``, for ``bands`` bands of about equal length."""
         band_length = self.length / bands
         firsts = [0]
-        for k in range(1, len(self.ranks)):
-            if self.top[k] - self.top[firsts[-1]] >= band_length and len(firsts) < bands:
-                firsts.append(k)
+        while len(firsts) < bands:  # the first rank a band's length below the last band's first
+            k = bisect_left(self.top, self.top[firsts[-1]] + band_length, firsts[-1] + 1)
+            if k == len(self.ranks):
+                break
+            firsts.append(k)
         return list(zip(firsts, firsts[1:] + [len(self.ranks)]))
 
     def extents(self, spans: List[Tuple[int, int]]) -> List[Tuple[float, float]]:
