@@ -1,7 +1,8 @@
 """The ``graphviz-autograd`` command: parse arguments, call the public API, report errors.
 
 Every error this package raises on purpose becomes one line on stderr and exit
-status 1 (click's usage errors exit with 2); ``--debug`` shows the traceback instead.
+status 1 (click's usage errors exit with 2); any other error, a bug of ours, is
+one line too that says so. ``--debug`` shows the traceback instead.
 Nothing here loads models, walks graphs or writes files by itself.
 """
 
@@ -196,7 +197,7 @@ def render(
       graphviz-autograd render exported.pt2 -o exported.dot
     """
     progress = _Progress(quiet)
-    try:
+    with _errors_as_messages(debug):
         if depth is not None:
             check_depth(depth)  # before any model code runs
         spec = parse_model_spec(model)
@@ -236,10 +237,6 @@ def render(
                 fold_repeated=not no_fold,
             )
         _write(text, target, fmt, timeout, progress, engine)
-    except GraphvizAutogradError as error:
-        if debug:
-            raise
-        raise click.ClickException(_one_line(str(error))) from None
 
 
 @main.command(
@@ -289,7 +286,7 @@ def check_command(
       graphviz-autograd check net.py --input-shape 1,3,224,224 --json > findings.json
     """
     progress = _Progress(quiet)
-    try:
+    with _errors_as_messages(debug):
         spec = parse_model_spec(model)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
             progress(f"loading {model}...")
@@ -307,10 +304,6 @@ def check_command(
                 findings = _examine(
                     loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory
                 ).findings
-    except GraphvizAutogradError as error:
-        if debug:
-            raise
-        raise click.ClickException(_one_line(str(error))) from None
     if as_json:
         click.echo(findings_json(findings), nl=False)
     else:
@@ -556,6 +549,32 @@ def _parse_shape(text: str) -> Shape:
             param_hint="'--input-shape'",
         )
     return tuple(int(part) for part in parts)
+
+
+@contextlib.contextmanager
+def _errors_as_messages(debug: bool) -> Iterator[None]:
+    """Errors as one line on stderr and exit status 1, or their traceback with ``--debug``.
+
+    This package's errors say what was wrong and what to do. Anything else that
+    escapes is a bug of ours, and says so rather than ending in a traceback.
+    """
+    try:
+        yield
+    except (click.ClickException, click.exceptions.Exit, click.Abort):
+        raise
+    except GraphvizAutogradError as error:
+        if debug:
+            raise
+        raise click.ClickException(_one_line(str(error))) from None
+    except Exception as error:
+        if debug:
+            raise
+        raise click.ClickException(
+            _one_line(
+                f"internal error: {type(error).__name__}: {error}. This is a bug in graphviz-autograd: "
+                "run the command again with --debug for the traceback, and report it."
+            )
+        ) from None
 
 
 def _one_line(message: str) -> str:

@@ -301,9 +301,10 @@ def collapse_to_fit(
     True
     """
     estimate = estimate_layout_seconds(split_shared_leaves(graph))
-    if estimate <= budget or not graph.modules:
+    submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
+    if estimate <= budget or not submodules:
         return Fitted(graph, None, "")
-    deepest = max(m.path.count(".") for m in graph.modules if m.path)
+    deepest = max(path.count(".") for path in submodules)
     for depth in range(deepest, -1, -1):
         collapsed = collapse(graph, depth, fold_repeated)
         if estimate_layout_seconds(split_shared_leaves(collapsed)) <= budget:

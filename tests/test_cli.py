@@ -582,6 +582,28 @@ def test_debug_shows_the_traceback(workdir):
     assert isinstance(result.exception.__cause__, ValueError)
 
 
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_an_internal_error_is_one_line_that_says_it_is_a_bug_unless_debug(workdir, monkeypatch, command):
+    import graphviz_autograd.cli as cli
+
+    def broken(*args, **kwargs):
+        raise ValueError("max() arg is an empty sequence")
+
+    monkeypatch.setattr(cli, "_draw" if command == "render" else "_examine", broken)
+    sample = REPO / "samples" / "affine.py"
+    result = invoke(command, sample, "-q", *(["-o", "out.dot"] if command == "render" else []))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        "Error: internal error: ValueError: max() arg is an empty sequence. This is a bug in graphviz-autograd: "
+        "run the command again with --debug for the traceback, and report it."
+    )
+    assert files_in(workdir) == []  # nothing half written
+    debug = invoke(command, sample, "-q", "--debug", *(["-o", "out.dot"] if command == "render" else []))
+    assert debug.exit_code == 1 and isinstance(debug.exception, ValueError)
+
+
 # --- progress, help, version -------------------------------------------------------
 
 

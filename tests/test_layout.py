@@ -531,6 +531,35 @@ def test_cli_collapses_a_big_recorded_graph_and_says_so(tmp_path, monkeypatch):
     assert len(re.findall(r"<title>n\d+</title>", svg)) == 13 and "5.0 (Linear) drawn as one box" in svg
 
 
+@needs_dot
+def test_a_recorded_model_without_submodules_over_budget_is_drawn_whole(tmp_path, monkeypatch):
+    # The recorder knows the model itself (path ''), which is no box to collapse into:
+    # the command line used to stop with a bare ValueError from max() here.
+    from click.testing import CliRunner
+
+    import graphviz_autograd.cli as cli
+    from graphviz_autograd.layout import collapse_to_fit
+
+    monkeypatch.setattr(cli, "collapse_to_fit", lambda graph, **options: collapse_to_fit(graph, 1e-9, **options))
+    model = tmp_path / "deep.py"
+    model.write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Deep(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.ones(4))\n"
+        "    def forward(self, x):\n"
+        "        for _ in range(20):\n"
+        "            x = torch.tanh(x * self.w)\n"
+        "        return x.sum()\n"
+        "model = Deep\nexample_inputs = (torch.randn(4),)\n"
+    )
+    result = CliRunner().invoke(cli.main, ["render", str(model), "-o", str(tmp_path / "deep.svg"), "-q"])
+    assert result.exit_code == 0, result.output
+    svg = (tmp_path / "deep.svg").read_text()
+    assert svg.count("<title>n") > 40 and "drawn as one box" not in svg  # every op, none collapsed
+
+
 def test_split_of_a_built_graph_keeps_edges_to_ids_without_a_node_and_shares_copied_contents():
     graph = shared_parameter_graph(3)
     ghost = AutogradGraph(graph.nodes, graph.edges + (Edge("ghost", graph.nodes[0].id),), graph.params_given)
