@@ -439,9 +439,10 @@ def _fold(
     bands are drawn straight across.
     """
     ranks = sorted(offset, reverse=True)  # from the top: a drawing is read from its inputs down
-    if not ranks or offset[ranks[0]] + rank_length[ranks[0]] / 2 <= FOLD_LONGER_THAN:
+    length = offset[ranks[0]] + rank_length[ranks[0]] / 2 if ranks else 0.0
+    if length <= FOLD_LONGER_THAN:
         return dict.fromkeys(ranks, (0.0, 0.0))
-    bands = _Bands(ranks, offset, rank_length, rank, centre, breadth)
+    bands = _Bands(ranks, length, offset, rank_length, rank, centre, breadth)
     # The drawing grows broader and shorter with every band: the fewest bands that
     # make it no longer than FOLD_ASPECT, or one fewer if that is nearer.
     low, high = 1, len(ranks)
@@ -462,6 +463,7 @@ class _Bands:
     def __init__(
         self,
         ranks: List[int],
+        length: float,
         offset: Dict[int, float],
         rank_length: Dict[int, float],
         rank: List[int],
@@ -469,7 +471,7 @@ class _Bands:
         breadth: List[float],
     ):
         self.ranks = ranks
-        self.length = offset[ranks[0]] + rank_length[ranks[0]] / 2
+        self.length = length
         # How far below the drawing's top each rank (in the order of ``ranks``) begins and ends.
         self.top = [self.length - offset[r] - rank_length[r] / 2 for r in ranks]
         self.bottom = [self.length - offset[r] + rank_length[r] / 2 for r in ranks]
@@ -580,7 +582,7 @@ def _place_in_ranks(layers: List[List[int]], pairs: Sequence[Tuple[int, int]], b
     The widest rank is packed tight first; the others then follow the ranks above
     them, each node at the mean centre of its neighbours placed so far, pushed right
     as far as needed to clear the node to its left. Each rank is then centred on
-    the drawing's axis (see :func:`_centre_rank`).
+    the drawing's axis (see :func:`_pack`).
     """
     count = len(breadth)
     neighbours: List[List[int]] = [[] for _ in range(count)]
@@ -593,7 +595,6 @@ def _place_in_ranks(layers: List[List[int]], pairs: Sequence[Tuple[int, int]], b
         return centre
     widest = max(range(len(layers)), key=lambda k: sum(breadth[i] for i in layers[k]))
     _pack(layers[widest], [0.0] * len(layers[widest]), breadth, centre)
-    _centre_rank(layers[widest], centre, breadth)
     for i in layers[widest]:
         placed[i] = True
     sequence = list(range(widest - 1, -1, -1)) + list(range(widest + 1, len(layers)))
@@ -605,26 +606,9 @@ def _place_in_ranks(layers: List[List[int]], pairs: Sequence[Tuple[int, int]], b
             wanted.append(sum(known) / len(known) if known else None)
         _fill_gaps(wanted)
         _pack(layer, wanted, breadth, centre)
-        _centre_rank(layer, centre, breadth)
         for i in layer:
             placed[i] = True
     return centre
-
-
-def _centre_rank(layer: List[int], centre: List[float], breadth: List[float]) -> None:
-    """Shift a rank so that it is centred on the drawing's axis; its nodes keep their order and gaps.
-
-    Each rank follows the ranks placed before it, and small pulls to one side add
-    up: uncentred, an LSTM unrolled 30 steps drifted 1,000 points sideways, GPT-2
-    with 250 layers some 40,000, a diagonal strip on a page mostly empty. Centred
-    as it is placed, the next rank follows a centred one: a chain of blocks runs
-    straight down, and an edge from far above (a tied weight) does not pull its
-    node out across the page.
-    """
-    if layer:
-        middle = (centre[layer[0]] - breadth[layer[0]] / 2 + centre[layer[-1]] + breadth[layer[-1]] / 2) / 2
-        for i in layer:
-            centre[i] -= middle
 
 
 def _fill_gaps(wanted: List[Optional[float]]) -> None:
@@ -644,26 +628,30 @@ def _fill_gaps(wanted: List[Optional[float]]) -> None:
 
 
 def _pack(layer: List[int], wanted: Sequence[Optional[float]], breadth: List[float], centre: List[float]) -> None:
-    """Place ``layer`` left to right at its wanted centres, keeping a gap between boxes.
+    """Place ``layer`` left to right at its wanted centres, keeping a gap between
+    boxes, then centre the rank on the drawing's axis; its nodes keep their order
+    and gaps.
 
-    Pushing boxes right to clear their neighbours moves the rank right on average;
-    the whole rank then shifts back by that average, or the drawing would drift
-    right rank after rank.
+    Each rank follows the ranks placed before it, and small pulls to one side add
+    up: uncentred, an LSTM unrolled 30 steps drifted 1,000 points sideways, GPT-2
+    with 250 layers some 40,000, a diagonal strip on a page mostly empty. Centred
+    as it is placed, the next rank follows a centred one: a chain of blocks runs
+    straight down, and an edge from far above (a tied weight) does not pull its
+    node out across the page.
     """
+    if not layer:
+        return
     edge = None
-    drift = 0.0
     for i, want in zip(layer, wanted):
         half = breadth[i] / 2
         x = want if want is not None else 0.0
         if edge is not None and x - half < edge + NODE_GAP:
             x = edge + NODE_GAP + half
         centre[i] = x
-        drift += x - (want if want is not None else 0.0)
         edge = x + half
-    if layer:
-        shift = drift / len(layer)
-        for i in layer:
-            centre[i] -= shift
+    middle = (centre[layer[0]] - breadth[layer[0]] / 2 + edge) / 2
+    for i in layer:
+        centre[i] -= middle
 
 
 def _node_size(node: Node) -> Tuple[float, float]:
