@@ -75,7 +75,6 @@ import torch
 
 from graphviz_autograd import to_dot, walk
 from graphviz_autograd.dot import forget_written_attrs
-from graphviz_autograd.speedups import ACCELERATED, PURE_PYTHON_VARIABLE
 
 from . import models
 
@@ -500,8 +499,7 @@ def machine() -> str:
     return (
         f"Python {platform.python_version()}, torch {torch.__version__}, "
         f"graphviz (Python) {graphviz.__version__}, {os.cpu_count()} cores, {platform.machine()}\n"
-        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}, "
-        + ("with its C loops" if ACCELERATED is not None else f"Python loops only ({PURE_PYTHON_VARIABLE} or no C build)")
+        f"graphviz_autograd imported from {os.path.dirname(graphviz_autograd.__file__)}"
     )
 
 

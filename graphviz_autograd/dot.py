@@ -46,7 +46,6 @@ from .graph import (
     cut_location,
 )
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
-from .speedups import ACCELERATED, C_LINK_TYPES
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -206,9 +205,8 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
 
 def to_dot(graph: AutogradGraph, **options) -> str:
     """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
-    # One join over every piece, or none at all where the C loop wrote the whole
-    # text (join returns a lone str as it is): ``head + body + tail`` would copy a
-    # big graph's text (hundreds of MB for a million ops) twice more.
+    # One join over every piece: ``head + body + tail`` would copy a big graph's
+    # text (hundreds of MB for a million ops) twice more.
     return "".join(body_lines(graph, _join_every=_JOIN_EVERY, _braces=True, **options))
 
 
@@ -281,11 +279,6 @@ def body_lines(
     if _braces:
         tail.append("}\n")
     in_runs = bool(_join_every)
-    if in_runs and not (clusters and graph.modules) and not show_shapes and writer.in_c() and type(raw.links) in C_LINK_TYPES:
-        # to_dot, in C: the whole text written in place into one str, a walked
-        # graph's ids included (no str per id, per line or per run of lines).
-        text = ACCELERATED.dot_text(out, raw.ids, raw.contents, raw.links, writer.lookup(), _edge_line_ends(), tail)
-        return [text]
     columns = writer.columns
     if clusters and graph.modules:
         out.extend(_cluster_lines(columns, graph.modules, writer))
@@ -328,8 +321,6 @@ def _edge_line_ends() -> dict[str, str]:
 def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
     """The lines of the edges ``columns.links[start:stop]``."""
     ids = columns.ids
-    if ACCELERATED is not None and not show_shapes and type(ids) is list and type(columns.links) in C_LINK_TYPES:
-        return ACCELERATED.edge_text(ids, columns.links, start, len(columns.links) if stop is None else stop, _edge_line_ends())
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     line_ends = _edge_line_ends()
     if not show_shapes:
@@ -419,7 +410,7 @@ class _Writer:
     ):
         self.params_given = graph.params_given
         self.graph = graph
-        # The columns as walked: ids None for n0, n1, ... (the C loop writes those itself).
+        # The columns as walked: ids None for n0, n1, ...
         self.raw_columns = graph.columns(fill_ids=False)
         self.node_styles = node_styles or {}
         self.max_chars = max_chars
@@ -440,8 +431,8 @@ class _Writer:
         self.attrs_by_content = _written_attrs(
             (self.params_given, max_chars, show_attrs, show_device, _frozen(styles) if styles_key is None else styles_key)
         )
-        # id() of a content tuple of self.columns -> its attributes, for the Python loop
-        # of node_lines (the C loops keep their own). A walk shares one content among
+        # id() of a content tuple of self.columns -> its attributes, for the loop of
+        # node_lines. A walk shares one content among
         # nodes alike, so most nodes are found here without hashing their content; the
         # tuples live as long as the columns, so ids stay theirs.
         self.attrs_by_identity: dict[int, str] = {}
@@ -457,8 +448,6 @@ class _Writer:
         """
         ids, contents = self.columns.ids, self.columns.contents
         node_styles = self.node_styles
-        if type(indices) is range and indices.step == 1 and self.in_c():
-            return ACCELERATED.node_text(ids, contents, indices.start, indices.stop, self.lookup())
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
@@ -477,31 +466,6 @@ class _Writer:
     def columns(self) -> Columns:
         """The columns with every id filled in, built when first read."""
         return self.graph.columns()
-
-    def in_c(self) -> bool:
-        """Whether the C loop (speedups.py) writes the node lines: built, and no node drawn apart."""
-        columns = self.raw_columns
-        return (
-            ACCELERATED is not None
-            and self.edge_shapes is None
-            and not self.node_styles
-            and (columns.ids is None or type(columns.ids) is list)
-            and type(columns.contents) is list
-        )
-
-    def lookup(self) -> tuple:
-        """Where the C loop finds the attributes of a content it has not met in this drawing
-        (see node_text in _speedups.c): kept from earlier drawings, put together from a
-        named tensor's parts written for an earlier node, or written by :meth:`attrs_at`."""
-        return (self.attrs_by_content, self.attrs_at, self.named_parts, self.max_chars, _WRITTEN_KEPT)
-
-    def attrs_at(self, index: int) -> str:
-        """The attributes of node ``index``, whose content the C loop met for the first time
-        in this drawing and found nowhere else (it keeps them for the nodes alike)."""
-        ids, contents = self.raw_columns.ids, self.raw_columns.contents
-        content = contents[index]
-        node_id = f"n{index}" if ids is None else ids[index]
-        return self.content_attrs(node_id, content, content)
 
     def styled_node_line(self, index: int) -> str:
         """A node's line when some node has a style of its own or edges have shapes."""
@@ -534,7 +498,7 @@ class _Writer:
         """What :meth:`overlaid_attrs` writes for a named tensor of ``key`` (its content less
         name and shape), cut where the name, the shape's text and the name as the label
         shows it go: text pieces with :data:`NAME_SLOT`, :data:`SHAPE_SLOT` and
-        :data:`SHOWN_NAME_SLOT` between them (the C loop reads them too). () where the
+        :data:`SHOWN_NAME_SLOT` between them. () where the
         text depends on the shape in another way than its text.
 
         Written with stand-ins for the name and the shape's numbers, for shapes of one
@@ -832,10 +796,7 @@ def _edge_shapes(graph: AutogradGraph) -> Optional[dict[str, tuple[tuple[str, ..
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
     links = graph.columns(fill_ids=False).links
     # A shape may be (), so looked for as not None, not by truth: a walk without shapes has none.
-    if ACCELERATED is not None and type(links) in C_LINK_TYPES:
-        if not ACCELERATED.any_edge_shape(links):
-            return None
-    elif next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
+    if next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
         return None
     ids = graph.columns().ids
     ins: dict[str, list[str]] = {}

@@ -138,9 +138,7 @@ class Columns(NamedTuple):
     ``ids[i]`` is node i's id (``None`` for ids ``n0, n1, ...`` in order), and
     ``contents[i]`` is the rest of its :class:`Node` (``node[1:]``); nodes with the
     same content may share one tuple, as most ops of a walk do. ``links`` holds
-    ``(source index, target index, edge[2:])`` per edge: a list, or where the C walk
-    made them a ``Links``, which keeps them without a tuple each and reads, compares
-    and pickles as that list (see ``_speedups.c``). An edge to an id that
+    ``(source index, target index, edge[2:])`` per edge. An edge to an id that
     names no node (possible in a hand-built graph) points past the last node,
     at an id appended to ``ids``.
     """

@@ -45,7 +45,6 @@ from .graph import (
     Columns,
     Node,
 )
-from .speedups import ACCELERATED, C_LINK_TYPES
 from .style import GRAPH_ATTRS
 
 # A parameter used more often than this is drawn once per use. One weight feeding
@@ -151,8 +150,6 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
 
 def _shared_accumulate_grads(contents: Sequence[tuple], links: Sequence[tuple], max_uses: int) -> Dict[int, int]:
     """{node index: uses} of each AccumulateGrad node that feeds more than ``max_uses`` edges."""
-    if ACCELERATED is not None and type(contents) is list and type(links) in C_LINK_TYPES:
-        return ACCELERATED.shared_sources(links, contents, ACCUMULATE_GRAD, max_uses)
     uses = Counter(map(itemgetter(0), links))
     if not uses or max(uses.values()) <= max_uses:
         return {}

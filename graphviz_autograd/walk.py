@@ -24,7 +24,6 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
-from .speedups import ACCELERATED
 from .errors import InputTypeError, NoGraphError
 from .graph import (
     ACCUMULATE_GRAD,
@@ -235,10 +234,6 @@ def _parameter_names(params: Params) -> dict[int, str]:
     """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
     if params is None:
         return {}
-    if ACCELERATED is not None and type(params) is dict:
-        names = ACCELERATED.parameter_names(params, torch.Tensor)
-        if names is not None:
-            return names
     if isinstance(params, dict) and all(map(_is_tensor, params.values())):
         # The common case, in C-level passes; reversed so that the first name of a
         # tied weight wins, as below.
@@ -301,11 +296,7 @@ class _Walker:
         self.recorder = recorder
         self.edge_meta: dict[Any, tuple] = {}  # grad_fn -> edge rest (DATA, shape, dtype) per output, with collect_shapes
         self.contents: list[Optional[tuple]] = []  # per node: Node[1:], None until processed
-        # Whether the C loop walks: it is built, and the walk needs nothing it leaves out
-        # (a recorder's cut reasons, the shapes along edges).
-        self.in_c = ACCELERATED is not None and recorder is None and not collect_shapes
-        # per edge: (source, target, Edge[2:]); the C loop keeps them without a tuple each
-        self.links: Any = ACCELERATED.Links() if self.in_c else []
+        self.links: list[tuple] = []  # per edge: (source, target, Edge[2:])
         self.fn_index: dict[Any, int] = {}  # grad_fn object -> node index
         self.leaf_index: dict[int, int] = {}  # id(leaf tensor) -> node index
         self.saved_index: dict[int, int] = {}  # id(saved tensor) -> node index
@@ -338,25 +329,11 @@ class _Walker:
                 source = self.fn_index.get(fn)
                 if source is None:
                     source = self.fn_index[fn] = self.new_index()
-                    self.drain_any([fn])
+                    self.drain([fn])
             self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
         return AutogradGraph.from_columns(columns, self.params_given, modules)
-
-    def drain_any(self, stack: list[Any]) -> None:
-        """:meth:`drain`, in C where the walk can be (see ``in_c``)."""
-        if not self.in_c:
-            self.drain(stack)
-            return
-        leaves = (
-            self.leaf_index, self.keep_alive, self.parameter_names, _DTYPE_NAMES, _DEVICE_NAMES, _tensor_meta,
-            self.shared_content(ACCUMULATE_GRAD, _ACCUMULATE_GRAD, ""), LEAF, PARAMETER,
-        )
-        ACCELERATED.drain(
-            self, stack, self.fn_index, self.contents, self.links, self.plain_ops,
-            _FEEDS_LEAF, _DATA_LINK, _CUT_LINK, self.shared_content(NO_GRAD, "", ""), leaves,
-        )
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get indices in input order.
@@ -633,8 +610,7 @@ def _input_meta(meta: Any) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
 
 
 # A model has hundreds of parameters but one or two dtypes and devices: their
-# names are kept rather than built again from str() for every tensor (the C
-# loop reads these dicts too, and leaves a miss to _tensor_meta).
+# names are kept rather than built again from str() for every tensor.
 _DTYPE_NAMES: dict = {}
 _DEVICE_NAMES: dict = {}
 

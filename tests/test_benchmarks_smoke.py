@@ -37,8 +37,8 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
     assert cells["torchviz ms"] in ("RecursionError", "not installed")
     assert cells["torchviz/first"] == "-"
-    # The header says whether the C loops ran.
-    assert "with its C loops" in done.stdout or "Python loops only" in done.stdout
+    # The header names the machine and the package that was measured.
+    assert "graphviz_autograd imported from" in done.stdout
 
 
 def test_the_floor_walk_reads_every_leaf_once_and_sees_what_the_bare_walk_sees():
