@@ -4,6 +4,9 @@ Every error this package raises on purpose becomes one line on stderr and exit
 status 1 (click's usage errors exit with 2); any other error, a bug of ours, is
 one line too that says so. ``--debug`` shows the traceback instead.
 Nothing here loads models, walks graphs or writes files by itself.
+
+``--help`` and ``--version`` import neither torch nor graphviz: the modules that do
+are imported inside the commands, when a command runs.
 """
 
 from __future__ import annotations
@@ -15,23 +18,20 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import click
-import torch
 
 from . import __version__
-from .api import lay_out
-from .collapse import check_depth, collapse
-from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
-from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
+from .layout import LAYOUTS
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
-from .layout import LAYOUTS, collapse_to_fit
 from .style import DIRECTIONS
-from .record import Recorder, record
-from .walk import walk
+
+if TYPE_CHECKING:
+    from .diagnose import Examination, Finding
+    from .model_file import LoadedModel, ModelSpec, Shape
+    from .record import Recorder
 
 PROG_NAME = "graphviz-autograd"
 JSON = "json"
@@ -196,6 +196,10 @@ def render(
       graphviz-autograd render models.py:build --format json -o - > graph.json
       graphviz-autograd render exported.pt2 -o exported.dot
     """
+    from .collapse import check_depth
+    from .model_file import load_model, parse_model_spec
+    from .record import record
+
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
         if depth is not None:
@@ -285,6 +289,12 @@ def check_command(
       graphviz-autograd check samples/mnist_cnn.py
       graphviz-autograd check net.py --input-shape 1,3,224,224 --json > findings.json
     """
+    import torch
+
+    from .diagnose import ERROR
+    from .model_file import load_model, parse_model_spec
+    from .record import record
+
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
         spec = parse_model_spec(model)
@@ -326,6 +336,8 @@ def findings_json(findings: list[Finding]) -> str:
       }
     }
     """
+    from .diagnose import SEVERITIES
+
     summary = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
     return json.dumps({"findings": [f.to_dict() for f in findings], "summary": summary}, sort_keys=True, indent=2) + "\n"
 
@@ -336,11 +348,14 @@ SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
 def findings_table(findings: list[Finding], *, color: bool = False) -> str:
     """An aligned table of findings and a summary line; ``color`` styles the severities with ANSI codes.
 
+    >>> from graphviz_autograd.diagnose import Finding
     >>> print(findings_table([Finding("warning", "grad_zero", "w: zero gradient", ("n1",), "w")]), end="")
     severity  code       subject  message
     warning   grad_zero  w        w: zero gradient
     1 finding: 0 errors, 1 warning, 0 info
     """
+    from .diagnose import ERROR, SEVERITIES
+
     counts = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
     summary = (
         f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: "
@@ -419,6 +434,13 @@ def _draw(
 ) -> tuple[str, str]:
     """Walk the outputs; return JSON or DOT text (collapsed to ``depth`` when given), and
     the Graphviz program to draw it."""
+    from .api import lay_out
+    from .collapse import collapse
+    from .diagnose import finding_styles
+    from .dot import digraph
+    from .layout import collapse_to_fit
+    from .walk import walk
+
     progress("walking the autograd graph...")
     started = time.perf_counter()
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
@@ -468,8 +490,12 @@ def _examine(
     collect_saved: bool = True,
     backward: bool = False,
     recorder: Optional[Recorder] = None,
-    top_memory: int = DEFAULT_TOP_MEMORY,
+    top_memory: Optional[int] = None,
 ) -> Examination:
+    from .diagnose import DEFAULT_TOP_MEMORY, examine
+
+    if top_memory is None:
+        top_memory = DEFAULT_TOP_MEMORY
     if not name_leaves:
         return examine(outputs, recorder=recorder, collect_saved=collect_saved, top_memory=top_memory)
     return examine(

@@ -703,3 +703,22 @@ def test_installed_console_script(tmp_path):
     assert done.returncode == 0, done.stderr
     assert_pdf((tmp_path / "mnist.pdf").read_bytes())
     assert "wrote mnist.pdf" in done.stderr
+
+
+@pytest.mark.parametrize("arguments", [["--help"], ["--version"], ["render", "--help"], ["check", "--help"]])
+def test_help_and_version_import_neither_torch_nor_graphviz(arguments):
+    """Typing --help should not wait a second for torch to load."""
+    program = (
+        "import sys\n"
+        "from graphviz_autograd.cli import main\n"
+        "try:\n"
+        f"    main({arguments!r}, prog_name='graphviz-autograd')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code in (0, None), done.code\n"
+        "heavy = sorted(name for name in ('torch', 'graphviz') if name in sys.modules)\n"
+        "print('imported:', heavy, file=sys.stderr)\n"
+        "sys.exit(1 if heavy else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert "graphviz-autograd" in done.stdout
