@@ -389,7 +389,7 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
     from graphviz_autograd import render
     from graphviz_autograd.api import lay_out
     from graphviz_autograd.errors import RenderError
-    from graphviz_autograd.layout import split_shared_leaves
+    from graphviz_autograd.views import split_shared_leaves
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:

@@ -34,19 +34,13 @@ from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient
 from .dot import body_lines
 from .errors import OptionError
 from .graph import AutogradGraph
-from .layout import (
-    DEFAULT_LAYOUT_BUDGET,
-    DEFAULT_MAX_USES,
-    check_layout,
-    choose_layout,
-    fixed_layout_lines,
-    shown_graph,
-    split_shared_leaves,
-)
+from .layout import DEFAULT_LAYOUT_BUDGET, check_layout, choose_layout, fixed_layout_lines
 from .record import Recorder
 from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
 from .style import Theme
-from .walk import Params, walk
+from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .naming import Params
+from .walk import walk
 
 
 def make_dot(

@@ -21,10 +21,11 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 import torch
 
 from .errors import InputTypeError, OptionError
-from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, AutogradGraph
+from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
 from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
 from .record import Recorder
-from .walk import SAVED_TENSOR_OF, Params, _parameter_names, named_tensors, walk
+from .naming import Params, named_tensors, parameter_names
+from .walk import walk
 
 ERROR = "error"
 WARNING = "warning"
@@ -249,7 +250,7 @@ class _KnownTensors:
             buffers += list(model.named_buffers(remove_duplicate=False))
         data: list[tuple[str, torch.Tensor]] = []
         if params is not None:
-            _parameter_names(params)  # validates, with walk's messages
+            parameter_names(params)  # validates, with the walk's messages
             for name, tensor in params.items() if isinstance(params, Mapping) else params:
                 # A plain tensor without grad among params (an input, a buffer) names a leaf, not a weight.
                 is_weight = isinstance(tensor, torch.nn.Parameter) or tensor.requires_grad

@@ -45,7 +45,6 @@ from .graph import (
     _record,
     cut_location,
 )
-from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -57,6 +56,7 @@ from .style import (
     check_direction,
     resolve_theme,
 )
+from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
@@ -253,7 +253,7 @@ def body_lines(
     e.g. a border for a finding; a ``tooltip`` there goes first in the node's), and
     ``notes`` draws boxes (text lines, attributes) in a cluster of their own that
     explains them. ``split_shared`` draws a parameter used more than a few times
-    once per use (see :func:`graphviz_autograd.layout.split_shared_leaves`).
+    once per use (see :func:`graphviz_autograd.views.split_shared_leaves`).
     """
     if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
         raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")

@@ -251,6 +251,8 @@ class AutogradGraph:
         return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
 
 
+# The attribute of a saved-tensor node that names the tensor it is (or views).
+SAVED_TENSOR_OF = "tensor"
 CUT_IN = "cut in"  # a no-grad node's attrs key: where the cut happened, when the node was moved
 
 

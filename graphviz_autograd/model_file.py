@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from .errors import GraphvizAutogradError
-from .walk import named_tensors
+from .naming import named_tensors
 
 if TYPE_CHECKING:
     from .record import Recorder

@@ -49,7 +49,7 @@ from .graph import (
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
 )
-from .walk import named_tensors
+from .naming import named_tensors
 
 
 # (code, label text, module where the gradient was cut)

@@ -18,13 +18,14 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
-from .errors import InputTypeError, NoGraphError
+from .errors import NoGraphError
+from .naming import Params, named_tensors, parameter_names
 from .graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -36,6 +37,7 @@ from .graph import (
     PARAMETER,
     SAVED,
     SAVED_BY,
+    SAVED_TENSOR_OF,
     AutogradGraph,
     Columns,
 )
@@ -43,7 +45,6 @@ from .graph import (
 if TYPE_CHECKING:
     from .record import Recorder
 
-Params = Union[None, Mapping, torch.nn.Module, Iterable]
 
 # The rest of an edge (Edge[2:]) for each kind without a shape: shared by every such edge.
 _DATA_LINK = (DATA, None, None)
@@ -71,8 +72,6 @@ MODIFIED_NOTE = "modified in place"
 FREED = f"[{FREED_NOTE}]"
 SAVED_TENSOR = "[saved tensor]"
 SAVED_TENSORS = "[saved tensors]"
-# The attribute of a saved-tensor node that names the tensor it is (or views).
-SAVED_TENSOR_OF = "tensor"
 
 
 def walk(
@@ -109,7 +108,7 @@ def walk(
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
-    names = _parameter_names(params)
+    names = parameter_names(params)
     deep_graphs.release_unreferenced()
     walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
     with _gc_paused:
@@ -160,39 +159,6 @@ _gc_paused = _GcPause()
 # --- outputs -----------------------------------------------------------------------
 
 
-def named_tensors(outputs: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
-    """Yield (name, tensor) for each tensor in a nesting, in order, without recursion.
-
-    Names are paths from ``prefix``: ``[0]``, ``logits``, ``batch.mask``, ``x['a b']``.
-    """
-    stack: list[tuple[str, Any]] = [(prefix, outputs)]
-    seen_containers: set[int] = set()
-    while stack:
-        name, value = stack.pop()
-        if isinstance(value, torch.Tensor):
-            yield name, value
-            continue
-        if isinstance(value, (str, bytes)) or id(value) in seen_containers:
-            continue
-        if isinstance(value, Mapping):
-            items = [(_join_key(name, key), v) for key, v in value.items()]
-        elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
-            items = [(_join_key(name, key), getattr(value, key)) for key in value._fields]
-        elif isinstance(value, (tuple, list)):
-            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
-        else:
-            continue
-        seen_containers.add(id(value))
-        stack.extend(reversed(items))
-
-
-def _join_key(prefix: str, key: Any) -> str:
-    text = str(key)
-    if not (isinstance(key, str) and key.isidentifier()):
-        return f"{prefix}[{key!r}]"
-    return f"{prefix}.{text}" if prefix else text
-
-
 def _no_graph_message(outputs: Any, named_outputs: list[tuple[str, torch.Tensor]]) -> str:
     fix = "Call it on the loss or the model output, computed with gradients enabled."
     if not named_outputs:
@@ -225,47 +191,6 @@ def _describe_value(value: Any) -> str:
     if isinstance(value, (tuple, list, Mapping)):
         return f"a {type(value).__name__} that holds no tensor"
     return f"a value of type {type(value).__name__}"
-
-
-# --- params ------------------------------------------------------------------------
-
-
-def _parameter_names(params: Params) -> dict[int, str]:
-    """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
-    if params is None:
-        return {}
-    if isinstance(params, dict) and all(map(_is_tensor, params.values())):
-        # The common case, in C-level passes; reversed so that the first name of a
-        # tied weight wins, as below.
-        return dict(zip(map(id, reversed(params.values())), map(str, reversed(params.keys()))))
-    if isinstance(params, torch.nn.Module):
-        pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
-        pairs += list(params.named_buffers(remove_duplicate=False))
-    elif isinstance(params, Mapping):
-        pairs = params.items()
-    elif isinstance(params, (str, bytes, torch.Tensor)) or not hasattr(params, "__iter__"):
-        raise InputTypeError(_params_message(params))
-    else:
-        pairs = params
-    names: dict[int, str] = {}
-    for pair in pairs:
-        if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise InputTypeError(_params_message(params))
-        name, tensor = pair
-        if not isinstance(tensor, torch.Tensor):
-            raise InputTypeError(
-                f"params[{name!r}] is a {type(tensor).__name__}, not a tensor. "
-                "Pass params as dict(model.named_parameters()) or the model itself."
-            )
-        names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
-    return names
-
-
-def _params_message(params: Any) -> str:
-    return (
-        f"params must be a dict of name to tensor, an nn.Module or (name, tensor) pairs; "
-        f"got {type(params).__name__}. Pass dict(model.named_parameters()) or the model itself."
-    )
 
 
 # --- the walk ----------------------------------------------------------------------
@@ -597,7 +522,6 @@ def _shape_of(t: Any) -> Optional[tuple[int, ...]]:
     return size if all(map(_is_int, size)) else None
 
 
-_is_tensor = torch.Tensor.__instancecheck__
 
 # isinstance(s, int) as a C function: all(map(...)) then runs without a Python-level
 # generator, which halves the check on the shape of every parameter of a model.

@@ -505,7 +505,10 @@ def test_module_box_tooltip_lists_class_ops_params_and_folded_members():
 @pytest.fixture
 def recorded_walk(monkeypatch):
     """Make the command's walk return a graph with module info, as a recorded forward pass gives."""
-    monkeypatch.setattr("graphviz_autograd.cli.walk", lambda *args, **kwargs: gpt2_like(detach_in=3))
+    import importlib
+
+    # The module, not the package's function of the same name: the command imports walk from it.
+    monkeypatch.setattr(importlib.import_module("graphviz_autograd.walk"), "walk", lambda *args, **kwargs: gpt2_like(detach_in=3))
 
 
 def run_cli(tmp_path, *options):

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.autograd.function import BackwardCFunction
 
-from graphviz_autograd.layout import split_shared_leaves
+from graphviz_autograd.views import split_shared_leaves
 from graphviz_autograd import make_dot, walk
 from graphviz_autograd.dot import attr_value, escape, label, quote, shape_text
 from graphviz_autograd.graph import OP, OUTPUT, PARAMETER

@@ -19,15 +19,14 @@ from graphviz_autograd.api import lay_out
 from graphviz_autograd.errors import OptionError
 from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
 from graphviz_autograd.layout import (
-    DEFAULT_MAX_USES,
     FOLD_LONGER_THAN,
     choose_layout,
     estimate_layout_seconds,
     fixed_layout_lines,
     layered_positions,
     rank_widths,
-    split_shared_leaves,
 )
+from graphviz_autograd.views import DEFAULT_MAX_USES, split_shared_leaves
 
 from .test_cli import invoke, needs_dot
 
@@ -479,7 +478,7 @@ def test_cli_rejects_an_unknown_layout(tmp_path):
 
 def test_collapse_to_fit_picks_the_deepest_depth_that_fits():
     from graphviz_autograd.collapse import collapse
-    from graphviz_autograd.layout import collapse_to_fit, estimate_layout_seconds, split_shared_leaves
+    from graphviz_autograd.layout import collapse_to_fit, estimate_layout_seconds
 
     from .module_graphs import gpt2_like
 
@@ -506,17 +505,18 @@ def test_cli_collapses_a_big_recorded_graph_and_says_so(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     import graphviz_autograd.cli as cli
+    import graphviz_autograd.layout as layout_module
     from graphviz_autograd.layout import collapse_to_fit
 
     from graphviz_autograd.collapse import collapse
-    from graphviz_autograd.layout import estimate_layout_seconds, split_shared_leaves
+    from graphviz_autograd.layout import estimate_layout_seconds
 
     def tight_budget(graph, **options):  # between the whole graph's cost and depth 1's
         whole = estimate_layout_seconds(split_shared_leaves(graph))
         boxed = estimate_layout_seconds(split_shared_leaves(collapse(graph, 1)))
         return collapse_to_fit(graph, (whole + boxed) / 2, **options)
 
-    monkeypatch.setattr(cli, "collapse_to_fit", tight_budget)
+    monkeypatch.setattr(layout_module, "collapse_to_fit", tight_budget)
     model = tmp_path / "net.py"
     model.write_text(
         "import torch\nfrom torch import nn\n"
@@ -538,9 +538,10 @@ def test_a_recorded_model_without_submodules_over_budget_is_drawn_whole(tmp_path
     from click.testing import CliRunner
 
     import graphviz_autograd.cli as cli
+    import graphviz_autograd.layout as layout_module
     from graphviz_autograd.layout import collapse_to_fit
 
-    monkeypatch.setattr(cli, "collapse_to_fit", lambda graph, **options: collapse_to_fit(graph, 1e-9, **options))
+    monkeypatch.setattr(layout_module, "collapse_to_fit", lambda graph, **options: collapse_to_fit(graph, 1e-9, **options))
     model = tmp_path / "deep.py"
     model.write_text(
         "import torch\nfrom torch import nn\n"

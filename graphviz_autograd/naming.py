@@ -1,0 +1,92 @@
+"""Names for the tensors a user hands over: outputs by their place in a nesting,
+parameters by the names a model or a dict gives them.
+
+>>> import torch
+>>> [name for name, _ in named_tensors({"logits": torch.ones(1), "past": (torch.ones(1),)})]
+['logits', 'past[0]']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Iterable, Iterator, Union
+
+import torch
+
+from .errors import InputTypeError
+
+# What ``params`` may be: a dict of name to tensor, a module, or (name, tensor) pairs.
+Params = Union[None, Mapping, torch.nn.Module, Iterable]
+
+_is_tensor = torch.Tensor.__instancecheck__
+
+
+def named_tensors(outputs: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield (name, tensor) for each tensor in a nesting, in order, without recursion.
+
+    Names are paths from ``prefix``: ``[0]``, ``logits``, ``batch.mask``, ``x['a b']``.
+    """
+    stack: list[tuple[str, Any]] = [(prefix, outputs)]
+    seen_containers: set[int] = set()
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            yield name, value
+            continue
+        if isinstance(value, (str, bytes)) or id(value) in seen_containers:
+            continue
+        if isinstance(value, Mapping):
+            items = [(_join_key(name, key), v) for key, v in value.items()]
+        elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+            items = [(_join_key(name, key), getattr(value, key)) for key in value._fields]
+        elif isinstance(value, (tuple, list)):
+            items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        seen_containers.add(id(value))
+        stack.extend(reversed(items))
+
+
+def _join_key(prefix: str, key: Any) -> str:
+    text = str(key)
+    if not (isinstance(key, str) and key.isidentifier()):
+        return f"{prefix}[{key!r}]"
+    return f"{prefix}.{text}" if prefix else text
+
+
+def parameter_names(params: Params) -> dict[int, str]:
+    """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
+    if params is None:
+        return {}
+    if isinstance(params, dict) and all(map(_is_tensor, params.values())):
+        # The common case, in C-level passes; reversed so that the first name of a
+        # tied weight wins, as below.
+        return dict(zip(map(id, reversed(params.values())), map(str, reversed(params.keys()))))
+    if isinstance(params, torch.nn.Module):
+        pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
+        pairs += list(params.named_buffers(remove_duplicate=False))
+    elif isinstance(params, Mapping):
+        pairs = params.items()
+    elif isinstance(params, (str, bytes, torch.Tensor)) or not hasattr(params, "__iter__"):
+        raise InputTypeError(_params_message(params))
+    else:
+        pairs = params
+    names: dict[int, str] = {}
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise InputTypeError(_params_message(params))
+        name, tensor = pair
+        if not isinstance(tensor, torch.Tensor):
+            raise InputTypeError(
+                f"params[{name!r}] is a {type(tensor).__name__}, not a tensor. "
+                "Pass params as dict(model.named_parameters()) or the model itself."
+            )
+        names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
+    return names
+
+
+def _params_message(params: Any) -> str:
+    return (
+        f"params must be a dict of name to tensor, an nn.Module or (name, tensor) pairs; "
+        f"got {type(params).__name__}. Pass dict(model.named_parameters()) or the model itself."
+    )

@@ -1,0 +1,132 @@
+"""Graph -> graph: the graph as it is drawn.
+
+Plain computation on an :class:`AutogradGraph`, shared by the DOT writer and the
+layouts so that both draw the same nodes: :func:`split_shared_leaves` draws a
+parameter used many times once per use, and :func:`shown_graph` leaves out the
+kinds of node a drawing hides.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from operator import itemgetter
+from typing import Dict, List, Optional, Sequence
+
+from .errors import OptionError
+from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns
+
+# A parameter used more often than this is drawn once per use. One weight feeding
+# every step of an unrolled loop makes edges that reach down across many ranks, which
+# clutter the drawing and slow dot (see estimate_layout_seconds): an LSTM unrolled 8,
+# 16 and 30 steps lays out whole in 0.06, 0.25 and 1.4 s (0.07, 1.4 and 28 s before
+# style.GRAPH_ATTRS capped dot's network simplex), 30 steps split in 0.12 s (2 cores).
+DEFAULT_MAX_USES = 8
+
+
+def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_MAX_USES) -> AutogradGraph:
+    """``graph`` with each ``AccumulateGrad`` used more than ``max_uses`` times drawn once per use.
+
+    Use ``u`` of ``k`` (counted in edge order) gets its own copy of the
+    ``AccumulateGrad`` node, labelled ``(use u of k)``, and of the parameter or
+    leaf that feeds it. Use 1 keeps the original ids; the others get
+    ``<id>_<u>``, so ids stay the same from run to run. Nothing else changes,
+    and a graph with no such node is returned as it is. ``max_uses=None`` turns
+    the split off.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, ACCUMULATE_GRAD, PARAMETER
+    >>> nodes = [Node("n0", OP, "AddBackward0"), Node("n1", ACCUMULATE_GRAD, "AccumulateGrad"),
+    ...          Node("n2", PARAMETER, "w", shape=(2,))]
+    >>> edges = [Edge("n1", "n0"), Edge("n1", "n0"), Edge("n2", "n1")]
+    >>> split = split_shared_leaves(AutogradGraph(tuple(nodes), tuple(edges)), max_uses=1)
+    >>> [(n.id, n.label) for n in split.nodes]
+    [('n0', 'AddBackward0'), ('n1', 'AccumulateGrad\\n(use 1 of 2)'), ('n1_2', 'AccumulateGrad\\n(use 2 of 2)'), ('n2', 'w'), ('n2_2', 'w')]
+    >>> [(e.source, e.target) for e in split.edges]
+    [('n1', 'n0'), ('n1_2', 'n0'), ('n2', 'n1'), ('n2_2', 'n1_2')]
+    """
+    if max_uses is None:
+        return graph
+    if isinstance(max_uses, bool) or not isinstance(max_uses, int) or max_uses < 1:
+        raise OptionError(f"max_uses must be a positive integer or None; got {max_uses!r}.")
+    # Counted on the columns, in C-level passes: this runs on every drawn graph, a
+    # million-node one included, and most have no node used that often at all.
+    columns = graph.columns(fill_ids=False)
+    contents, links = columns.contents, columns.links
+    shared = _shared_accumulate_grads(contents, links, max_uses)  # node index -> its uses
+    if not shared:
+        return graph
+
+    # Parameters and leaves that feed a shared AccumulateGrad travel with each copy.
+    copies_of = dict(shared)  # node index -> how many copies it gets (uses of what it feeds)
+    for source, target, _ in links:
+        if target in shared and source < len(contents) and contents[source][0] in (PARAMETER, LEAF):
+            copies_of[source] = max(copies_of.get(source, 1), shared[target])
+
+    # The result is built as columns too: node i's copies sit one after another
+    # from index at[i], and a parameter's copies share its content tuple.
+    ids = graph.columns().ids
+    new_ids: List[str] = []
+    new_contents: List[tuple] = []
+    at: List[int] = []
+    for i, content in enumerate(contents):
+        at.append(len(new_ids))
+        count = copies_of.get(i)
+        node_id = ids[i]
+        if count is None:
+            new_ids.append(node_id)
+            new_contents.append(content)
+            continue
+        new_ids.extend(node_id if u == 1 else f"{node_id}_{u}" for u in range(1, count + 1))
+        if i in shared:
+            kind, label, *rest = content
+            new_contents.extend((kind, _use_label(label, u, count), *rest) for u in range(1, count + 1))
+        else:
+            new_contents.extend([content] * count)
+    for i in range(len(contents), len(ids)):  # ids that edges name but no node has
+        at.append(len(new_ids))
+        new_ids.append(ids[i])
+
+    new_links: List[tuple] = []
+    seen_uses: Counter = Counter()
+    for source, target, rest in links:
+        if source in shared:
+            seen_uses[source] += 1
+            new_links.append((at[source] + seen_uses[source] - 1, at[target], rest))
+        elif target in shared and source in copies_of:
+            new_links.extend((at[source] + u, at[target] + u, rest) for u in range(shared[target]))
+        else:
+            new_links.append((at[source], at[target], rest))
+    split = Columns(new_ids, new_contents, new_links)
+    return AutogradGraph.from_columns(split, graph.params_given, graph.modules)
+
+
+def _shared_accumulate_grads(contents: Sequence[tuple], links: Sequence[tuple], max_uses: int) -> Dict[int, int]:
+    """{node index: uses} of each AccumulateGrad node that feeds more than ``max_uses`` edges."""
+    uses = Counter(map(itemgetter(0), links))
+    if not uses or max(uses.values()) <= max_uses:
+        return {}
+    return {
+        i: count
+        for i, count in uses.items()
+        if count > max_uses and 0 <= i < len(contents) and contents[i][0] == ACCUMULATE_GRAD
+    }
+
+
+def _use_label(label: str, use: int, uses: int) -> str:
+    return f"{label}\n(use {use} of {uses})"
+
+
+def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
+    """``graph`` less the nodes the DOT leaves out and their edges (``graph`` itself when none is)."""
+    hidden = set()
+    # The kinds present, in one C-level pass over the columns: most graphs have no
+    # saved tensors to hide, and then nothing is scanned node by node.
+    kinds = set(map(itemgetter(0), graph.columns(fill_ids=False).contents))
+    if not show_no_grad and NO_GRAD in kinds:
+        hidden.update(n.id for n in graph.nodes if n.kind == NO_GRAD)
+    if not show_saved and SAVED in kinds:
+        hidden.update(n.id for n in graph.nodes if n.kind == SAVED)
+    if not hidden:  # filtering costs a set look-up per node and edge: only when needed
+        return graph
+    nodes = tuple(n for n in graph.nodes if n.id not in hidden)
+    edges = tuple(e for e in graph.edges if e.source not in hidden and e.target not in hidden)
+    return AutogradGraph(nodes, edges, graph.params_given, graph.modules)
