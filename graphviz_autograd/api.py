@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 import graphviz
 
-from .collapse import check_depth, collapse
+from .collapse import collapse
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
-from .errors import OptionError
 from .graph import AutogradGraph
-from .layout import DEFAULT_LAYOUT_BUDGET, check_layout, choose_layout, fixed_layout_lines
+from .layout import choose_layout, fixed_layout_lines
+from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, draw_options
 from .record import Recorder
 from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
 from .style import Theme
@@ -106,30 +106,8 @@ def make_dot(
     >>> 'color=red' in make_dot((w * stray).sum(), {"w": w}, diagnose=True).source
     True
     """
-    if depth is not None:
-        check_depth(depth)  # before the walk: a bad option should not wait for a big graph
-    if not isinstance(fold_repeated, bool):
-        raise OptionError(f"fold_repeated must be True or False; got {fold_repeated!r}.")
-    if params is None and recorder is not None:
-        params = recorder.model
-    graph = _as_graph(
-        var, params, collect_saved=show_attrs or show_saved, collect_shapes=show_shapes is True, recorder=recorder
-    )
-    overlays = []
-    if diagnose is True:
-        overlays.append(finding_styles(examine(graph, params=params).findings))
-    elif diagnose is not False and diagnose is not None:
-        overlays.append(finding_styles(list(diagnose)))
-    if grad_colors is not None:
-        overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
-    node_styles, notes = merge_styles(*overlays)
-    if depth is not None:
-        graph = collapse(graph, depth, fold_repeated)
-        node_styles = {}  # the walked graph's ids: gone into boxes
-    laid_out = lay_out(
-        graph,
-        layout=layout,
-        layout_budget=layout_budget,
+    # Checked once, before the walk: a bad option should not wait for a big graph.
+    options = DrawOptions(
         show_attrs=show_attrs,
         show_saved=show_saved,
         max_attr_chars=max_attr_chars,
@@ -138,12 +116,29 @@ def make_dot(
         show_device=show_device,
         theme=theme,
         legend=legend,
-        node_styles=node_styles,
-        notes=notes,
-        split_shared=split_shared,
         clusters=clusters,
         show_shapes=show_shapes,
+        split_shared=split_shared,
+        depth=depth,
+        fold_repeated=fold_repeated,
+        layout=layout,
+        layout_budget=layout_budget,
     )
+    if params is None and recorder is not None:
+        params = recorder.model
+    graph = _as_graph(var, params, options, recorder)
+    overlays = []
+    if diagnose is True:
+        overlays.append(finding_styles(examine(graph, params=params).findings))
+    elif diagnose is not False and diagnose is not None:
+        overlays.append(finding_styles(list(diagnose)))
+    if grad_colors is not None:
+        overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
+    node_styles, notes = merge_styles(*overlays)
+    if options.depth is not None:
+        graph = collapse(graph, options.depth, options.fold_repeated)
+        node_styles = {}  # the walked graph's ids: gone into boxes
+    laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
     _say(laid_out.note)
     dot = graphviz.Digraph(engine=laid_out.engine)
     dot.body = laid_out.lines
@@ -159,9 +154,15 @@ class LaidOut(NamedTuple):
 
 
 def lay_out(
-    graph: AutogradGraph, *, layout: str = "auto", layout_budget: float = DEFAULT_LAYOUT_BUDGET, **dot_options: Any
+    graph: AutogradGraph,
+    options: Optional[DrawOptions] = None,
+    *,
+    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+    **changes: Any,
 ) -> LaidOut:
-    """The DOT body of ``graph`` (``dot_options`` as for ``to_dot``), laid out as ``layout`` says.
+    """The DOT body of ``graph`` drawn with ``options`` (or the keyword options of
+    ``make_dot``), laid out as ``options.layout`` says; ``depth`` is not applied here.
 
     :func:`graphviz_autograd.layout.choose_layout` decides; with the fixed layout,
     the lines pin every node and ``engine`` is ``"neato"``.
@@ -171,19 +172,19 @@ def lay_out(
     >>> laid.engine, laid.lines[-1]
     ('neato', '\\tn0 [pos="0,9.5!"]\\n')
     """
-    check_layout(layout)
+    options = draw_options(options, **changes)
     # Split once here: the fixed layout places the same copies the DOT draws.
-    if dot_options.pop("split_shared", True):
+    if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    lines = body_lines(graph, split_shared=False, **dot_options)
-    if layout == "dot":
+    lines = body_lines(graph, options.replace(split_shared=False), node_styles=node_styles, notes=notes)
+    if options.layout == "dot":
         return LaidOut(lines, "dot", "")
-    drawn = shown_graph(graph, dot_options.get("show_no_grad", True), dot_options.get("show_saved", False))
-    chosen, note = choose_layout(drawn, layout, layout_budget)
+    drawn = shown_graph(graph, options.show_no_grad, options.show_saved)
+    chosen, note = choose_layout(drawn, options.layout, options.layout_budget)
     if chosen == "dot":
         return LaidOut(lines, "dot", note)
-    legend_kinds = {n.kind for n in drawn.nodes} if dot_options.get("legend", False) else ()
-    lines.extend(fixed_layout_lines(drawn, dot_options.get("direction", "TB"), legend_kinds))
+    legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
+    lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds))
     return LaidOut(lines, "neato", note)
 
 
@@ -229,9 +230,7 @@ def render(
     return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
 
 
-def _as_graph(
-    var: Any, params: Params, collect_saved: bool, collect_shapes: bool = False, recorder: Optional[Recorder] = None
-) -> AutogradGraph:
+def _as_graph(var: Any, params: Params, options: DrawOptions, recorder: Optional[Recorder]) -> AutogradGraph:
     if isinstance(var, AutogradGraph):
         return var
-    return walk(var, params, collect_saved=collect_saved, collect_shapes=collect_shapes, recorder=recorder)
+    return walk(var, params, collect_saved=options.collect_saved, collect_shapes=options.show_shapes, recorder=recorder)

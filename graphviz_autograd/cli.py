@@ -24,13 +24,14 @@ import click
 
 from . import __version__
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .layout import LAYOUTS
+from .options import LAYOUTS
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
 from .style import DIRECTIONS
 
 if TYPE_CHECKING:
     from .diagnose import Examination, Finding
     from .model_file import LoadedModel, ModelSpec, Shape
+    from .options import DrawOptions
     from .record import Recorder
 
 PROG_NAME = "graphviz-autograd"
@@ -196,14 +197,24 @@ def render(
       graphviz-autograd render models.py:build --format json -o - > graph.json
       graphviz-autograd render exported.pt2 -o exported.dot
     """
-    from .collapse import check_depth
     from .model_file import load_model, parse_model_spec
+    from .options import DrawOptions
     from .record import record
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
-        if depth is not None:
-            check_depth(depth)  # before any model code runs
+        options = DrawOptions(  # checked before any model code runs
+            show_attrs=show_attrs,
+            show_saved=show_saved,
+            direction=direction,
+            show_no_grad=not hide_no_grad,
+            legend=legend,
+            clusters=not no_clusters,
+            show_shapes=shapes,
+            depth=depth,
+            fold_repeated=not no_fold,
+            layout=layout,
+        )
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
         if target is not None:
@@ -218,27 +229,8 @@ def render(
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
             recorder = None if no_record else record(loaded.model)
             outputs = loaded.run(recorder)
-            dot_options = dict(
-                show_attrs=show_attrs,
-                show_saved=show_saved,
-                direction=direction,
-                show_no_grad=not hide_no_grad,
-                legend=legend,
-                clusters=not no_clusters,
-                show_shapes=shapes,
-            )
             text, engine = _draw(
-                loaded,
-                outputs,
-                fmt,
-                progress,
-                name_leaves=name_leaves,
-                recorder=recorder,
-                layout=layout,
-                dot_options=dot_options,
-                diagnose=diagnose,
-                depth=depth,
-                fold_repeated=not no_fold,
+                loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose
             )
         _write(text, target, fmt, timeout, progress, engine)
 
@@ -423,17 +415,14 @@ def _draw(
     outputs: Any,
     fmt: str,
     progress: "_Progress",
+    options: DrawOptions,
     *,
     name_leaves: bool,
     recorder: Optional[Recorder],
-    layout: str,
-    dot_options: dict[str, Any],
     diagnose: bool = False,
-    depth: Optional[int] = None,
-    fold_repeated: bool = True,
 ) -> tuple[str, str]:
-    """Walk the outputs; return JSON or DOT text (collapsed to ``depth`` when given), and
-    the Graphviz program to draw it."""
+    """Walk the outputs; return JSON or DOT text (collapsed to ``options.depth`` when
+    given), and the Graphviz program to draw it."""
     from .api import lay_out
     from .collapse import collapse
     from .diagnose import finding_styles
@@ -443,36 +432,37 @@ def _draw(
 
     progress("walking the autograd graph...")
     started = time.perf_counter()
-    collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
+    node_styles, notes = None, ()
     with _model_named_in_errors(loaded):
         if diagnose:
             examination = _examine(
-                loaded, outputs, name_leaves=name_leaves, collect_saved=collect_saved, recorder=recorder
+                loaded, outputs, name_leaves=name_leaves, collect_saved=options.collect_saved, recorder=recorder
             )
             graph = examination.graph
             assert graph is not None
-            dot_options = dict(dot_options, **dict(zip(("node_styles", "notes"), finding_styles(examination.findings))))
+            node_styles, notes = finding_styles(examination.findings)
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(
-                outputs, names, collect_saved=collect_saved, collect_shapes=dot_options["show_shapes"], recorder=recorder
+                outputs, names, collect_saved=options.collect_saved, collect_shapes=options.show_shapes, recorder=recorder
             )
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
         return graph.to_json(), "dot"
-    if fmt == "dot" and layout == "auto":
-        layout = "dot"  # a DOT file is not laid out here: nothing to decide
-    if depth is None and layout == "auto":
-        fitted = collapse_to_fit(graph, fold_repeated=fold_repeated)
+    if fmt == "dot" and options.layout == "auto":
+        options = options.replace(layout="dot")  # a DOT file is not laid out here: nothing to decide
+    depth = options.depth
+    if depth is None and options.layout == "auto":
+        fitted = collapse_to_fit(graph, fold_repeated=options.fold_repeated)
         if fitted.note:  # a decision made for the user: shown even with --quiet
             click.echo(f"note: {fitted.note}", err=True)
         graph, depth = fitted.graph, fitted.depth
     elif depth is not None:
-        graph = collapse(graph, depth, fold_repeated)
+        graph = collapse(graph, depth, options.fold_repeated)
         progress(f"collapsed to depth {depth}: {len(graph.nodes)} nodes")
     if depth is not None:
-        dot_options = dict(dot_options, node_styles=None)  # the walked graph's ids: gone into boxes
-    laid_out = lay_out(graph, layout=layout, **dot_options)
+        node_styles = None  # the walked graph's ids: gone into boxes
+    laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
         click.echo(f"note: {laid_out.note}", err=True)
     source = digraph(laid_out.lines)

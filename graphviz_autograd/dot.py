@@ -25,8 +25,8 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from .collapse import collapse
 from .describe import describe, module_label_lines, shape_text, tensor_headline
-from .errors import OptionError
 from .graph import (
     ACCUMULATE_GRAD,
     DATA,
@@ -42,7 +42,7 @@ from .graph import (
     Columns,
     ModuleInfo,
     Node,
-    _record,
+    new_record,
     cut_location,
 )
 from .style import (
@@ -52,10 +52,9 @@ from .style import (
     GRAPH_ATTRS,
     LEGEND_TEXT,
     NODE_DEFAULTS,
-    Theme,
-    check_direction,
     resolve_theme,
 )
+from .options import DrawOptions, draw_options
 from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 DEFAULT_DTYPE = "float32"
@@ -203,11 +202,16 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
     )
 
 
-def to_dot(graph: AutogradGraph, **options) -> str:
-    """DOT source for ``graph``; ``options`` as for :func:`body_lines`."""
+def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **changes: Any) -> str:
+    """DOT source for ``graph``, drawn with ``options`` (a :class:`DrawOptions`) or the
+    keyword options of ``make_dot`` (``show_attrs``, ``direction``, ``depth``...); the
+    same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``."""
+    options = draw_options(options, **changes)
+    if options.depth is not None:
+        graph = collapse(graph, options.depth, options.fold_repeated)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
-    return "".join(body_lines(graph, _join_every=_JOIN_EVERY, _braces=True, **options))
+    return "".join(body_lines(graph, options, _join_every=_JOIN_EVERY, _braces=True))
 
 
 def digraph(lines: list[str]) -> str:
@@ -221,57 +225,49 @@ def digraph(lines: list[str]) -> str:
 
 def body_lines(
     graph: AutogradGraph,
+    options: Optional[DrawOptions] = None,
     *,
-    show_attrs: bool = False,
-    show_saved: bool = False,
-    max_attr_chars: int = 50,
-    direction: str = "TB",
-    show_no_grad: bool = True,
-    show_device: bool = False,
-    theme: Optional[Theme] = None,
-    legend: bool = False,
-    clusters: bool = True,
-    show_shapes: bool = False,
     node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-    split_shared: bool = True,
     _join_every: Optional[int] = None,
     _braces: bool = False,
 ) -> list[str]:
-    """The statements between ``digraph {`` and ``}``, one line each.
+    """The statements between ``digraph {`` and ``}``, one line each, drawn with ``options``.
 
-    ``show_attrs`` lists each op's saved values in its box, ``show_saved`` draws the
-    tensors ops saved for backward (both need a walk with ``collect_saved=True``).
-    Labels longer than ``max_attr_chars`` are cut. ``show_no_grad=False`` hides the
-    dashed inputs that carry no gradient. ``show_device`` adds each tensor's device.
-    ``theme`` overrides colours per node kind; ``legend`` adds a key.
-    ``clusters`` draws each module of a recorded graph as a box around the nodes
-    its forward made (a graph without module info is drawn as without it).
-    ``show_shapes`` writes the shape of the tensor along each data edge that knows it.
+    Of the options: ``show_attrs`` lists each op's saved values in its box,
+    ``show_saved`` draws the tensors ops saved for backward (both need a walk with
+    ``collect_saved=True``). Labels longer than ``max_attr_chars`` are cut.
+    ``show_no_grad=False`` hides the dashed inputs that carry no gradient.
+    ``show_device`` adds each tensor's device. ``theme`` overrides colours per node
+    kind; ``legend`` adds a key. ``clusters`` draws each module of a recorded graph
+    as a box around the nodes its forward made (a graph without module info is
+    drawn as without it). ``show_shapes`` writes the shape of the tensor along each
+    data edge that knows it. ``split_shared`` draws a parameter used more than a few
+    times once per use (see :func:`graphviz_autograd.views.split_shared_leaves`).
+    ``depth`` and the layout options are not read here: the caller collapses and lays out.
     Every node has a tooltip (shown in SVG) saying what its short label leaves out.
+
     ``node_styles`` lays extra attributes over single nodes (node id -> attributes,
     e.g. a border for a finding; a ``tooltip`` there goes first in the node's), and
     ``notes`` draws boxes (text lines, attributes) in a cluster of their own that
-    explains them. ``split_shared`` draws a parameter used more than a few times
-    once per use (see :func:`graphviz_autograd.views.split_shared_leaves`).
+    explains them.
     """
-    if isinstance(max_attr_chars, bool) or not isinstance(max_attr_chars, int) or max_attr_chars < 1:
-        raise OptionError(f"max_attr_chars must be a positive integer; got {max_attr_chars!r}.")
-    for name, value in (("clusters", clusters), ("show_shapes", show_shapes)):
-        if not isinstance(value, bool):
-            raise OptionError(f"{name} must be True or False; got {value!r}.")
+    options = options if options is not None else draw_options()
+    theme, show_shapes, clusters = options.theme, options.show_shapes, options.clusters
     styles = resolve_theme(theme)
     styles_key = _DEFAULT_STYLES_KEY if theme is None else _frozen(styles)
-    if split_shared:
+    if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    shown = shown_graph(graph, show_no_grad, show_saved)
-    writer = _Writer(shown, styles, max(max_attr_chars, 4), show_attrs, show_device, node_styles, styles_key)
+    shown = shown_graph(graph, options.show_no_grad, options.show_saved)
+    writer = _Writer(
+        shown, styles, max(options.max_attr_chars, 4), options.show_attrs, options.show_device, node_styles, styles_key
+    )
 
     out = ["digraph {\n"] if _braces else []  # to_dot's whole graph
-    out += _header_lines(check_direction(direction))
+    out += _header_lines(options.direction)
     raw = writer.raw_columns
     tail = []
-    if legend:
+    if options.legend:
         kinds = set(map(itemgetter(0), raw.contents))
         tail.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
     if notes:
@@ -451,14 +447,19 @@ class _Writer:
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
             known = by_identity.get
+            if type(indices) is range and indices.step == 1:  # a run of nodes: no indexing per node
+                pairs: Iterable[tuple[str, tuple]] = zip(
+                    ids[indices.start : indices.stop], contents[indices.start : indices.stop]
+                )
+            else:
+                pairs = [(ids[i], contents[i]) for i in indices]
             lines = []
             add_line = lines.append
-            for i in indices:
-                content = contents[i]
+            for node_id, content in pairs:
                 attrs = known(id(content))
                 if attrs is None:
-                    attrs = by_identity[id(content)] = self.content_attrs(ids[i], content, content)
-                add_line(f"\t{ids[i]} {attrs}\n")
+                    attrs = by_identity[id(content)] = self.content_attrs(node_id, content, content)
+                add_line(f"\t{node_id} {attrs}\n")
             return lines
         return [self.styled_node_line(i) for i in indices]
 
@@ -471,7 +472,7 @@ class _Writer:
         """A node's line when some node has a style of its own or edges have shapes."""
         node_id, content = self.columns.ids[index], self.columns.contents[index]
         if node_id in self.node_styles:  # drawn apart: not cached
-            return f"\t{node_id} {self.node_attrs(_record(Node, (node_id, *content)), self.node_styles[node_id])}\n"
+            return f"\t{node_id} {self.node_attrs(new_record(Node, (node_id, *content)), self.node_styles[node_id])}\n"
         key = content if self.edge_shapes is None else (content, self.edge_shapes.get(node_id))
         return f"\t{node_id} {self.content_attrs(node_id, content, key)}\n"
 
@@ -530,11 +531,11 @@ class _Writer:
         try:
             attrs = self.attrs_by_content.get(key)
         except TypeError:  # a hand-built node holding a list cannot be a key
-            return self.node_attrs(_record(Node, (node_id, *content)))
+            return self.node_attrs(new_record(Node, (node_id, *content)))
         if attrs is None:
             attrs = self.named_tensor_attrs(content)  # None with edge shapes, or for any other node
             if attrs is None:
-                attrs = self.node_attrs(_record(Node, (node_id, *content)))
+                attrs = self.node_attrs(new_record(Node, (node_id, *content)))
             _keep(self.attrs_by_content, key, attrs)
         return attrs
 
@@ -606,7 +607,7 @@ class _Writer:
             return None
 
         def write(key: tuple) -> tuple[str, str]:
-            node = _record(Node, (node_id, *content))
+            node = new_record(Node, (node_id, *content))
             lines, _ = self.label_lines(node)
             # The tooltip's first line is tensor_headline(); the rest does not name
             # the node. Joined after a line with nothing to escape, the rest is

@@ -38,10 +38,10 @@ from .graph import (
     Node,
 )
 from .dot import attr_list
+from .options import DEFAULT_LAYOUT_BUDGET, check_layout
 from .style import GRAPH_ATTRS, check_direction
 from .views import split_shared_leaves
 
-LAYOUTS = ("auto", "dot", "fixed")
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
 SIMPLEX_SECONDS = 3e-8
@@ -50,8 +50,6 @@ ORDERING_SECONDS = 5e-10
 # count ranks: at some 200,000 nodes that costs a few tenths of a second, and the
 # answer is the fixed layout either way.
 UNCOUNTED_RANKS_ABOVE = 3600.0
-# Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
-DEFAULT_LAYOUT_BUDGET = 10.0
 
 Position = Tuple[float, float]
 
@@ -131,12 +129,6 @@ def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[in
         passing += crossing[r]
         widths[r] += passing
     return widths
-
-
-def check_layout(layout: str) -> str:
-    if layout not in LAYOUTS:
-        raise OptionError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
-    return layout
 
 
 def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET) -> Tuple[str, str]:
