@@ -151,7 +151,7 @@ class Columns(NamedTuple):
 # ``Node(...)`` and ``Edge(...)`` run the Python-level ``__new__`` that NamedTuple
 # generates (with keyword handling); ``tuple.__new__`` given every field in order
 # builds the same object in a third of the time, and a big graph builds millions.
-_record = tuple.__new__
+new_record = tuple.__new__
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,8 @@ class AutogradGraph:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         columns = self.columns()
         ids = columns.ids
-        nodes = tuple([_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
-        edges = tuple([_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
+        nodes = tuple([new_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
+        edges = tuple([new_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", edges)
         return nodes if name == "nodes" else edges
