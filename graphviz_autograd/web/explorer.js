@@ -357,8 +357,8 @@
     var scale = element('div', { class: 'scale' });
     SCALE.forEach(function (colour) { var s = element('span'); s.style.background = colour; scale.appendChild(s); });
     legend.appendChild(scale);
-    legend.appendChild(element('div', {}, metricText(metricName, Math.pow(10, low)) + ' \u2013 ' +
-      metricText(metricName, Math.pow(10, high)) + ' (log scale)'));
+    legend.appendChild(element('div', {}, metricText(metricName, Math.min.apply(null, values)) + ' \u2013 ' +
+      metricText(metricName, Math.max.apply(null, values)) + ' (log scale)'));
   }
 
   // --- moving between levels ------------------------------------------------------------
