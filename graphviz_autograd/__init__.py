@@ -32,6 +32,7 @@ _HOMES = {
     "RenderError": "errors",
     "check": "diagnose",
     "collapse": "collapse",
+    "explore": "explore",
     "make_dot": "api",
     "record": "record",
     "render": "api",
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from .collapse import collapse
     from .diagnose import Finding, check
     from .dot import to_dot
+    from .explore import explore
     from .errors import (
         GraphvizAutogradError,
         GraphvizNotFoundError,
@@ -76,7 +78,7 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """The package's module type. ``walk``, ``record``, ``collapse`` and ``render`` are
+    """The package's module type. ``walk``, ``record``, ``collapse``, ``render`` and ``explore`` are
     both functions of the API and modules of the package, and importing one of those
     modules sets the package attribute of its name to the module: read through the
     properties below they stay the functions. Assigning anything but a module (as
@@ -102,7 +104,7 @@ def _function_property(name: str) -> property:
     return property(get, set_function, delete, doc=f"The function ``graphviz_autograd.{_HOMES[name]}.{name}``.")
 
 
-for _name in ("walk", "record", "collapse", "render"):
+for _name in ("walk", "record", "collapse", "render", "explore"):
     setattr(_Package, _name, _function_property(_name))
 del _name
 

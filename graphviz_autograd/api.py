@@ -32,6 +32,7 @@ import graphviz
 from .collapse import collapse
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
+from .errors import OptionError
 from .graph import AutogradGraph
 from .layout import choose_layout, fixed_layout_lines
 from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, draw_options
@@ -224,10 +225,28 @@ def render(
     >>> out.read_text().startswith("digraph {")
     True
     """
+    if format_for_path(path, format) == "html":
+        return _explore_page(outputs_or_graph, path, params, timeout, make_dot_options)
     if format_for_path(path, format) == "dot" and layout == "auto":
         layout = "dot"  # nothing is laid out here, so nothing to decide
     dot = make_dot(outputs_or_graph, params, layout=layout, layout_budget=layout_budget, **make_dot_options)
     return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
+
+
+# The options of make_dot that an explorer page also takes (explore.explore).
+_EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "show_shapes", "show_attrs", "show_device")
+
+
+def _explore_page(outputs_or_graph: Any, path: PathLike, params: Params, timeout: Optional[float], options: dict) -> Path:
+    from .explore import explore
+
+    unknown = sorted(set(options) - set(_EXPLORE_OPTIONS))
+    if unknown:
+        raise OptionError(
+            f"render() to an .html page takes none of {', '.join(unknown)} (they shape a static drawing); "
+            f"leave them out, or pick another suffix."
+        )
+    return explore(outputs_or_graph, params, timeout=timeout, **options).save(path)
 
 
 def _as_graph(var: Any, params: Params, options: DrawOptions, recorder: Optional[Recorder]) -> AutogradGraph:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 PROG_NAME = "graphviz-autograd"
 JSON = "json"
+HTML = "html"
 OUTPUT_FORMATS = FORMATS + (JSON,)
 OUTPUT_SUFFIXES = {**SUFFIX_FORMATS, ".json": JSON}
 STDOUT = "-"
@@ -77,13 +78,13 @@ def main() -> None:
     """
 
 
-@main.command(context_settings=CONTEXT_SETTINGS, short_help="Draw a model's backward graph (PDF, SVG, PNG, DOT or JSON).")
+@main.command(context_settings=CONTEXT_SETTINGS, short_help="Draw a model's backward graph (PDF, SVG, PNG, DOT, JSON or an HTML explorer).")
 @click.argument("model", metavar="MODEL")
 @click.option(
     "-o",
     "--output",
     metavar="FILE",
-    help="File to write; its suffix (.pdf .svg .png .dot .gv .json) picks the format. "
+    help="File to write; its suffix (.pdf .svg .png .dot .gv .json .html) picks the format. "
     "'-' writes DOT, SVG or JSON to stdout. Default: <model-stem>.pdf in the current folder.",
 )
 @click.option(
@@ -229,6 +230,12 @@ def render(
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
             recorder = None if no_record else record(loaded.model)
             outputs = loaded.run(recorder)
+            if fmt == HTML:
+                page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
+                                diagnose=diagnose, show_attrs=show_attrs, timeout=timeout)
+                written = write_atomic(target, page.html().encode("utf-8"))
+                progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
+                return
             text, engine = _draw(
                 loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose
             )
@@ -470,6 +477,31 @@ def _draw(
         how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
         progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
     return source, laid_out.engine
+
+
+def _explore(
+    loaded: LoadedModel,
+    outputs: Any,
+    progress: "_Progress",
+    *,
+    name_leaves: bool,
+    recorder: Optional[Recorder],
+    diagnose: bool,
+    show_attrs: bool,
+    timeout: float,
+) -> Any:
+    """The explorer page of the outputs: one walk, with what check finds when asked."""
+    from .explore import explore
+    from .walk import walk
+
+    progress("walking the autograd graph...")
+    with _model_named_in_errors(loaded):
+        names = loaded.tensor_names() if name_leaves else None
+        graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
+        findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
+    progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
+    return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout,
+                   title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 
 def _examine(

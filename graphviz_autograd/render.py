@@ -20,8 +20,9 @@ from typing import Optional, Union
 from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
-SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
-FORMATS = ("dot", "svg", "pdf", "png")
+SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png", ".html": "html"}
+# "html" is the explorer page (explore.py), which runs Graphviz per level itself.
+FORMATS = ("dot", "svg", "pdf", "png", "html")
 DEFAULT_TIMEOUT = 600.0
 # Graphviz programs we run, with their arguments. "neato" draws DOT whose nodes all
 # carry a position in points (the fixed layout) and lays out nothing itself (-n2).

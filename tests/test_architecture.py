@@ -27,6 +27,7 @@ LAYERS = [
     "dot",
     "layout",
     "render",
+    "explore",
     "api",
     "model_file",
     "cli",

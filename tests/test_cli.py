@@ -463,7 +463,7 @@ BAD_INPUTS = [
                                         "mat1 and mat2 shapes cannot be multiplied (2x3 and 5x2)"]),
     ("frozen", ["frozen.py"], 1, ["frozen.py: Nothing to draw", "every parameter frozen"]),
     ("built-under-no-grad", ["nograd.py"], 1, ["nograd.py: Nothing to draw", "torch.no_grad()"]),
-    ("unknown-format", ["good.py", "--format", "bmp"], 2, ["'bmp' is not one of 'dot', 'svg', 'pdf', 'png', 'json'"]),
+    ("unknown-format", ["good.py", "--format", "bmp"], 2, ["'bmp' is not one of 'dot', 'svg', 'pdf', 'png', 'html', 'json'"]),
     ("unknown-suffix", ["good.py", "-o", "out.xyz"], 2, ["'out.xyz'", "(.xyz)", ".pdf", "--format"]),
     ("output-folder-missing", ["good.py", "-o", "nowhere/out.pdf"], 1, ["the directory 'nowhere' does not exist"]),
     ("binary-to-stdout", ["good.py", "-o", "-", "--format", "pdf"], 2, ["PDF is binary"]),

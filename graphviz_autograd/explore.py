@@ -1,0 +1,736 @@
+"""One self-contained HTML page to explore a whole backward graph, level by level.
+
+The page opens on the top level of the model (one box per top-level module, the
+outputs, ops outside modules), and each box opens into its module's interior, down
+to single ops, parameters and their ``AccumulateGrad``. Runs of identical sibling
+blocks fold into one box (``LlamaDecoderLayer ×80``) that opens one of them.
+
+Everything is computed here, from one walked :class:`AutogradGraph`:
+
+- the levels: one per module that made a node (``ModuleList`` and ``ModuleDict``,
+  which run nothing, are looked through), and the top level;
+- a *template* per distinct level: its items (nodes, boxes of child modules and
+  ports where edges enter or leave it), its edges and its layout, drawn by Graphviz
+  ``dot``. Levels with the same structure (the 80 layers of a Llama) share one
+  template, so the layout work grows with the number of distinct module kinds, not
+  with the number of layers;
+- per level, only which graph nodes and modules fill the template's items.
+
+The page (``web/explorer.js``) draws a level from its template, moves between
+levels, searches, highlights and colours. It holds no layout code.
+
+>>> import torch
+>>> w = torch.ones(3, requires_grad=True)
+>>> page = explore((w * 2).sum(), {"w": w})
+>>> html = page.html()
+>>> html.startswith("<!DOCTYPE html>"), '"label":"w"' in html
+(True, True)
+"""
+
+from __future__ import annotations
+
+import html as html_text
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from .describe import count_text, describe_op, plural
+from .errors import InputTypeError, OptionError
+from .graph import (
+    ACCUMULATE_GRAD,
+    CUT,
+    DATA,
+    LEAF,
+    NO_GRAD,
+    OP,
+    OUTPUT,
+    PARAMETER,
+    SAVED,
+    SAVED_BY,
+    SAVED_TENSOR_OF,
+    AutogradGraph,
+    ModuleInfo,
+)
+from .render import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
+
+# Modules that hold others and run nothing themselves: a level of their own would
+# only add a click, so their children are shown in the level of their parent.
+PASS_THROUGH_TYPES = frozenset(("ModuleList", "ModuleDict", "ParameterList", "ParameterDict"))
+
+# Item kinds of a level besides node kinds: a child module, and the two ends of an
+# edge that crosses the level's border.
+BOX = "box"
+PORT_IN = "in"
+PORT_OUT = "out"
+
+# Per level, the dot runs in parallel: each is a process of its own.
+_LAYOUT_WORKERS = 4
+# Points per inch, as Graphviz measures node sizes.
+_POINTS = 72.0
+# The widest label, in characters, a node is laid out for; the page shortens longer ones.
+MAX_LABEL_CHARS = 40
+
+_WEB = "web"
+_ASSETS = ("explorer.html", "explorer.css", "explorer.js", "vendor/svg-pan-zoom/svg-pan-zoom.min.js")
+
+Params = Any
+
+
+class Explorer:
+    """An explorer page, ready to write: :meth:`save` writes the file, :meth:`html`
+    gives its text, and a notebook shows it inline (:meth:`_repr_html_`).
+
+    Made by :func:`explore`; ``data`` is the plain data the page is built from.
+    """
+
+    def __init__(self, data: dict, title: str):
+        self.data = data
+        self.title = title
+        self._html: Optional[str] = None
+
+    def html(self) -> str:
+        """The page: one HTML document with every script, style and datum inlined."""
+        if self._html is None:
+            self._html = page_html(self.data, self.title)
+        return self._html
+
+    def save(self, path: PathLike) -> Path:
+        """Write the page to ``path`` atomically (nothing is left there on failure); return the path."""
+        return write_atomic(path, self.html().encode("utf-8"))
+
+    def _repr_html_(self) -> str:
+        # A notebook puts this into its own page: the explorer goes into an iframe,
+        # so its script, styles and keys stay apart from the notebook's.
+        return (
+            '<iframe style="width:100%;height:640px;border:1px solid #ccc" sandbox="allow-scripts" srcdoc="'
+            + html_text.escape(self.html(), quote=True)
+            + '"></iframe>'
+        )
+
+    def __repr__(self) -> str:
+        levels = len(self.data["levels"])
+        return f"<Explorer {self.title!r}: {len(self.data['nodes'])} nodes, {levels} levels, {len(self.data['templates'])} layouts>"
+
+
+def explore(
+    output: Any,
+    params: Params = None,
+    *,
+    recorder: Any = None,
+    diagnose: Union[bool, Sequence[Any]] = False,
+    grad_colors: Params = None,
+    show_shapes: bool = True,
+    show_attrs: bool = False,
+    show_device: bool = True,
+    title: Optional[str] = None,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+) -> Explorer:
+    """An interactive page of the backward graph of ``output``, level by level.
+
+    ``output``, ``params``, ``recorder``, ``diagnose``, ``grad_colors`` and
+    ``show_shapes`` mean what they mean for :func:`~graphviz_autograd.make_dot`;
+    ``output`` may also be an :class:`AutogradGraph` walked before. With a
+    ``recorder`` the page has one level per module; without, the graph is one level.
+    Besides the findings of ``diagnose``, the page colours nodes by the bytes each
+    op saves for backward, and by gradient norm with ``grad_colors`` (the model or
+    its named parameters, after ``backward()``). ``show_attrs`` lists each op's
+    saved values in its details. Graphviz ``dot`` lays out each distinct level
+    (within ``timeout`` seconds per level).
+
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> page = explore((x * x).sum())
+    >>> [item[0] for item in page.data["templates"][0]["items"]]
+    ['output', 'op', 'op', 'accumulate_grad', 'leaf']
+    """
+    for name, value in (("show_shapes", show_shapes), ("show_attrs", show_attrs), ("show_device", show_device)):
+        if not isinstance(value, bool):
+            raise OptionError(f"{name} must be True or False; got {value!r}.")
+    if params is None and recorder is not None:
+        params = recorder.model
+    if isinstance(output, AutogradGraph):
+        graph = output
+    else:
+        from .walk import walk
+
+        graph = walk(output, params, collect_saved=True, collect_shapes=show_shapes, recorder=recorder)
+    findings: list = []
+    if diagnose is True:
+        from .diagnose import examine
+
+        findings = examine(graph, params=params if graph.params_given else None).findings
+    elif diagnose is not False and diagnose is not None:
+        findings = list(diagnose)
+    norms: dict[str, float] = {}
+    if grad_colors is not None:
+        from .diagnose import gradient_norms
+
+        norms = gradient_norms(grad_colors)
+    if title is None:
+        title = graph.modules[0].type_name if graph.modules else "autograd graph"
+    if not isinstance(title, str):
+        raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
+    data = explorer_data(
+        graph, findings=findings, gradient_norms=norms, show_attrs=show_attrs, show_device=show_device, timeout=timeout
+    )
+    data["title"] = title
+    return Explorer(data, title)
+
+
+# --- the levels --------------------------------------------------------------------
+
+
+class _Modules:
+    """The modules shown as levels: each one's parent level (pass-through containers
+    looked through) and children, in definition order."""
+
+    def __init__(self, modules: Sequence[ModuleInfo]):
+        self.info = {m.path: m for m in modules}
+        self.info.setdefault("", ModuleInfo("", "model"))
+        self.order = {m.path: i for i, m in enumerate(modules)}
+        self.order.setdefault("", -1)
+        self._level: dict[str, str] = {}
+
+    def level_of(self, path: str) -> str:
+        """The shown module a path belongs to: itself, or the nearest shown ancestor."""
+        try:
+            return self._level[path]
+        except KeyError:
+            pass
+        found = path
+        while found and (found not in self.info or self.info[found].type_name in PASS_THROUGH_TYPES):
+            found = found.rpartition(".")[0]
+        self._level[path] = found
+        return found
+
+    def parent(self, path: str) -> str:
+        return self.level_of(path.rpartition(".")[0]) if path else ""
+
+
+class _Level:
+    __slots__ = ("path", "nodes", "children", "items", "refs", "edges", "signature", "template", "ops")
+
+    def __init__(self, path: str):
+        self.path = path
+        self.nodes: list[int] = []  # display node indexes whose home is this level
+        self.children: list[str] = []  # child levels, in definition order
+        self.items: list[tuple] = []
+        self.refs: list[Any] = []
+        self.edges: list[tuple] = []
+        self.signature: tuple = ()
+        self.template = -1
+        self.ops = 0  # op nodes in this level and every level below it
+
+
+def explorer_data(
+    graph: AutogradGraph,
+    *,
+    findings: Iterable[Any] = (),
+    gradient_norms: Optional[dict[str, float]] = None,
+    show_attrs: bool = False,
+    show_device: bool = True,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+) -> dict:
+    """The plain data an explorer page is built from (what :func:`explore` embeds).
+
+    Keys: ``nodes`` (every node but saved tensors: kind, label, level, shape, dtype,
+    device, note, saved bytes), ``edges`` (``[source, target, kind, shape]`` by node
+    index), ``levels`` (per module shown: path, type, parent, template, and the
+    nodes, child levels and outside nodes filling the template's items),
+    ``templates`` (items, edges and layout, shared by alike levels), ``meanings``
+    (op name -> lines), ``findings`` and ``metrics`` (per node index).
+    """
+    nodes = graph.nodes
+    modules = _Modules(graph.modules)
+    saved_bytes, saved_owner = _saved_bytes(graph)
+    shown = [i for i, node in enumerate(nodes) if node.kind != SAVED]
+    index_of = {nodes[i].id: k for k, i in enumerate(shown)}
+
+    # Each node's level: its module's; an anonymous input without gradient goes where its op is.
+    cut_target: dict[str, str] = {}
+    for edge in graph.edges:
+        if edge[2] == CUT:
+            cut_target.setdefault(edge[0], edge[1])
+    home: list[str] = []
+    for i in shown:
+        node = nodes[i]
+        path = "" if node.kind == OUTPUT else node.module
+        if node.kind == NO_GRAD and not node.label and node.id in cut_target:
+            try:
+                path = graph.node(cut_target[node.id]).module
+            except KeyError:
+                pass
+        home.append(modules.level_of(path))
+
+    levels: dict[str, _Level] = {"": _Level("")}
+    for k, path in enumerate(home):
+        level = levels.get(path)
+        if level is None:
+            level = _add_level(levels, modules, path)
+        level.nodes.append(k)
+    ordered = sorted(levels.values(), key=lambda lv: modules.order.get(lv.path, 0))
+    for level in ordered:
+        if level.path:
+            levels[modules.parent(level.path)].children.append(level.path)
+    for level in levels.values():
+        level.children.sort(key=modules.order.__getitem__)
+
+    # Chains of levels from the top, for lifting an edge's ends to the item each level shows.
+    chain_of: dict[str, tuple[str, ...]] = {}
+
+    def chain(path: str) -> tuple[str, ...]:
+        found = chain_of.get(path)
+        if found is None:
+            found = chain_of[path] = (chain(modules.parent(path)) + (path,)) if path else ("",)
+        return found
+
+    edges_out: list[list] = []
+    shapes: dict[str, int] = {}
+    # Per level: edges as (source end, target end, kind, shape text), an end being
+    # ("n", node index), ("m", child level path) or ("x", outside node index).
+    level_edges: dict[str, list[tuple]] = {path: [] for path in levels}
+    for edge in graph.edges:
+        source, target, kind = edge[0], edge[1], edge[2]
+        if kind == SAVED_BY:
+            continue
+        s, t = index_of.get(source), index_of.get(target)
+        if s is None or t is None:
+            continue
+        shape = _shape_text(edge[3], edge[4])
+        edges_out.append([s, t, kind, shape])
+        cs, ct = chain(home[s]), chain(home[t])
+        common = 0
+        while common < len(cs) and common < len(ct) and cs[common] == ct[common]:
+            common += 1
+        meet = cs[common - 1]
+        s_end = ("n", s) if common == len(cs) else ("m", cs[common])
+        t_end = ("n", t) if common == len(ct) else ("m", ct[common])
+        if s_end != t_end:
+            level_edges[meet].append((s_end, t_end, kind, shape))
+        for depth in range(common, len(cs)):  # levels the edge leaves
+            inner = ("n", s) if depth + 1 == len(cs) else ("m", cs[depth + 1])
+            level_edges[cs[depth]].append((inner, ("x", t, PORT_OUT), kind, shape))
+        for depth in range(common, len(ct)):  # levels the edge enters
+            inner = ("n", t) if depth + 1 == len(ct) else ("m", ct[depth + 1])
+            level_edges[ct[depth]].append((("x", s, PORT_IN), inner, kind, shape))
+
+    node_rows = []
+    for k, i in enumerate(shown):
+        node = nodes[i]
+        node_rows.append(_node_row(node, show_attrs=show_attrs, show_device=show_device))
+    level_paths = [lv.path for lv in ordered]
+    level_number = {path: n for n, path in enumerate(level_paths)}
+    for k, path in enumerate(home):
+        node_rows[k]["level"] = level_number[path]
+
+    # Deepest levels first: a box's signature needs its level's template.
+    templates: list[dict] = []
+    template_of: dict[tuple, int] = {}
+    for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
+        _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates)
+
+    _lay_out(templates, timeout)
+
+    finding_rows = []
+    for finding in findings:
+        ids = [index_of[n] for n in finding.nodes if n in index_of]
+        ids += [index_of[saved_owner[n]] for n in finding.nodes if n in saved_owner and saved_owner[n] in index_of]
+        finding_rows.append([finding.severity, finding.code, finding.message, sorted(set(ids)), finding.subject])
+
+    metrics: dict[str, dict[str, float]] = {"saved_bytes": {}, "grad_norm": {}}
+    for k, i in enumerate(shown):
+        size = saved_bytes.get(nodes[i].id)
+        if size:
+            metrics["saved_bytes"][str(k)] = size
+    if gradient_norms:
+        accumulator = {}
+        for s, t, kind, _ in edges_out:
+            if kind == DATA and nodes[shown[t]].kind == ACCUMULATE_GRAD:
+                accumulator.setdefault(s, t)
+        for k, i in enumerate(shown):
+            node = nodes[i]
+            if node.kind == PARAMETER and node.label in gradient_norms:
+                norm = gradient_norms[node.label]
+                value = norm if math.isfinite(norm) else "nan"
+                metrics["grad_norm"][str(k)] = value
+                if k in accumulator:
+                    metrics["grad_norm"][str(accumulator[k])] = value
+
+    meanings = {}
+    for node in nodes:
+        if node.kind == OP and node.label not in meanings:
+            meanings[node.label] = describe_op(node.label)
+
+    level_rows = []
+    for path in level_paths:
+        level = levels[path]
+        info = modules.info.get(path, ModuleInfo(path, ""))
+        level_rows.append({
+            "path": path,
+            "type": info.type_name,
+            "params": info.parameters,
+            "parent": level_number[modules.parent(path)] if path else -1,
+            "template": level.template,
+            "refs": [_ref(ref, level_number) for ref in level.refs],
+        })
+    return {
+        "format": 1,
+        "nodes": node_rows,
+        "edges": edges_out,
+        "levels": level_rows,
+        "templates": templates,
+        "meanings": meanings,
+        "findings": finding_rows,
+        "metrics": metrics,
+    }
+
+
+def _add_level(levels: dict[str, _Level], modules: _Modules, path: str) -> _Level:
+    """The level of ``path``, made with every missing ancestor."""
+    made = levels[path] = _Level(path)
+    parent = modules.parent(path)
+    while parent not in levels:
+        levels[parent] = _Level(parent)
+        parent = modules.parent(parent)
+    return made
+
+
+def _ref(ref: Any, level_number: dict[str, int]) -> Any:
+    kind, value = ref
+    if kind == "m":
+        return [level_number[path] for path in value]
+    return value
+
+
+def _build_level(
+    level: _Level,
+    levels: dict[str, _Level],
+    modules: _Modules,
+    nodes: Sequence[Any],
+    shown: list[int],
+    edges: list[tuple],
+    template_of: dict[tuple, int],
+    templates: list[dict],
+) -> None:
+    """Fill ``level``'s items, references and edges, and find or make its template."""
+    prefix = level.path + "." if level.path else ""
+    # Child boxes: consecutive siblings with the same signature fold into one.
+    box_of: dict[str, int] = {}
+    items: list[tuple] = []
+    refs: list[Any] = []
+    runs: list[list[str]] = []
+    for child in level.children:
+        signature = levels[child].signature
+        if runs and levels[runs[-1][0]].signature == signature:
+            runs[-1].append(child)
+        else:
+            runs.append([child])
+    # Order: items as their first node was walked (the output first), boxes among them.
+    first_seen: dict[tuple, int] = {}
+    for k in level.nodes:
+        first_seen[("n", k)] = shown[k]
+    for run in runs:
+        first_seen[("m", run[0])] = min(_first_node(levels, path, shown) for path in run)
+    order = sorted(first_seen, key=first_seen.__getitem__)
+    run_of = {run[0]: run for run in runs}
+    item_of: dict[tuple, int] = {}
+    for key in order:
+        if key[0] == "n":
+            node = nodes[shown[key[1]]]
+            label = node.label
+            if node.kind in (PARAMETER, LEAF) and prefix and label.startswith(prefix):
+                label = label[len(prefix):]
+            items.append((node.kind, label, _shape_text(node.shape, None) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
+                          node.note if node.kind == NO_GRAD else ""))
+            refs.append(("n", key[1]))
+        else:
+            run = run_of[key[1]]
+            child = levels[run[0]]
+            info = modules.info[run[0]]
+            name = run[0][len(prefix):] if prefix and run[0].startswith(prefix) else run[0]
+            if len(run) > 1:
+                last = run[-1][len(prefix):] if prefix and run[-1].startswith(prefix) else run[-1]
+                name = f"{name} \u2026 {last}"
+            items.append((BOX, name, info.type_name, len(run), child.template, child.ops, info.parameters))
+            refs.append(("m", tuple(run)))
+            for path in run:
+                box_of[path] = len(items) - 1
+        item_of[key] = len(items) - 1
+
+    def end(e: tuple) -> Any:
+        if e[0] == "n":
+            return item_of[e]
+        if e[0] == "m":
+            return box_of[e[1]]
+        return e
+
+    # Ports, numbered as first met: one per outside node an edge comes from.
+    port_of: dict[tuple, int] = {}
+    level_edges: dict[tuple, tuple] = {}
+    for source, target, kind, shape in edges:
+        s, t = end(source), end(target)
+        if isinstance(s, tuple):
+            key = (PORT_IN, s[1])
+            if key not in port_of:
+                port_of[key] = len(items)
+                items.append((PORT_IN, f"in {sum(1 for p in port_of if p[0] == PORT_IN)}", "", ""))
+                refs.append(("x", s[1]))
+            s = port_of[key]
+        if isinstance(t, tuple):
+            # One per value that leaves, however many outside nodes use it: the
+            # last of a run of blocks then has the same ports as the others.
+            key = (PORT_OUT, s)
+            if key not in port_of:
+                port_of[key] = len(items)
+                items.append((PORT_OUT, f"out {sum(1 for p in port_of if p[0] == PORT_OUT)}", "", ""))
+                refs.append(("x", t[1]))
+            t = port_of[key]
+        if s == t:
+            continue
+        merged = level_edges.get((s, t, kind))
+        if merged is None:
+            level_edges[(s, t, kind)] = (s, t, kind, shape)
+        elif merged[3] != shape:
+            level_edges[(s, t, kind)] = (s, t, kind, "")
+    level.items = items
+    level.refs = refs
+    level.ops = sum(1 for k in level.nodes if nodes[shown[k]].kind == OP)
+    level.ops += sum(levels[child].ops for child in level.children)
+    level.edges = list(level_edges.values())
+    info = modules.info.get(level.path, ModuleInfo(level.path, ""))
+    level.signature = (info.type_name, info.parameters, tuple(items), tuple(level.edges))
+    template = template_of.get(level.signature)
+    if template is None:
+        template = template_of[level.signature] = len(templates)
+        templates.append({"items": [list(item) for item in items], "edges": [list(e) for e in level.edges]})
+    level.template = template
+
+
+def _first_node(levels: dict[str, _Level], path: str, shown: list[int]) -> int:
+    """The walk index of the first node in a level or any level below it."""
+    found = math.inf
+    stack = [path]
+    while stack:
+        level = levels[stack.pop()]
+        if level.nodes:
+            found = min(found, shown[level.nodes[0]])
+        stack.extend(level.children)
+    return int(found) if found != math.inf else 0
+
+
+def _node_row(node: Any, *, show_attrs: bool, show_device: bool) -> dict:
+    row: dict[str, Any] = {"kind": node.kind, "label": node.label}
+    if node.shape is not None:
+        row["shape"] = list(node.shape)
+    if node.dtype:
+        row["dtype"] = node.dtype
+    if show_device and node.device:
+        row["device"] = node.device
+    if node.note:
+        row["note"] = node.note
+    if node.module:
+        row["module"] = node.module
+    if show_attrs and node.attrs:
+        row["attrs"] = [[k, v] for k, v in node.attrs]
+    elif node.kind == NO_GRAD:
+        cut_in = dict(node.attrs).get("cut in")
+        if cut_in:
+            row["cut_in"] = cut_in
+    return row
+
+
+def _saved_bytes(graph: AutogradGraph) -> tuple[dict[str, int], dict[str, str]]:
+    """Bytes each op saved for backward (parameters, buffers and inputs not counted,
+    each saved tensor counted for the first op that saved it), and each saved node's op."""
+    sizes: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    kinds = {}
+    for node in graph.nodes:
+        if node.kind == SAVED:
+            kinds[node.id] = node
+    if not kinds:
+        return sizes, owner
+    for edge in graph.edges:
+        if edge[2] == SAVED_BY and edge[1] in kinds:
+            owner.setdefault(edge[1], edge[0])
+    for node_id, node in kinds.items():
+        op = owner.get(node_id)
+        if op is None or node.shape is None or not node.dtype:
+            continue
+        if any(key == SAVED_TENSOR_OF for key, _ in node.attrs):
+            continue
+        size = _itemsize(node.dtype)
+        if size:
+            sizes[op] = sizes.get(op, 0) + math.prod(node.shape) * size
+    return sizes, owner
+
+
+_ITEMSIZES = {"float64": 8, "int64": 8, "complex64": 8, "complex128": 16, "float32": 4, "int32": 4,
+              "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+
+
+def _itemsize(dtype: str) -> int:
+    return _ITEMSIZES.get(dtype, 0)
+
+
+def _shape_text(shape: Optional[Sequence[int]], dtype: Optional[str]) -> str:
+    if shape is None:
+        return ""
+    return "(" + ", ".join(str(s) for s in shape) + ")"
+
+
+# --- layout --------------------------------------------------------------------------
+
+
+def _item_lines(item: list, templates: list[dict]) -> list[str]:
+    """The lines a level's item is laid out with (the page writes the same ones)."""
+    kind = item[0]
+    if kind == BOX:
+        return box_lines(item)
+    if kind in (PORT_IN, PORT_OUT):
+        return [item[1]]
+    if kind in (PARAMETER, LEAF):
+        return [_short(item[1] or "(unnamed)"), item[2]]
+    if kind == OUTPUT:
+        return [_short(item[1] or "output"), item[2]]
+    if kind == NO_GRAD:
+        return [_short(item[1] or "no grad")]
+    return [_short(item[1])]
+
+
+def box_lines(item: Sequence[Any]) -> list[str]:
+    """A child module's box: its name, its class (×N when folded) and what one of it holds.
+
+    >>> box_lines(["box", "h.0 \u2026 h.3", "GPT2Block", 4, 2, 27, 7087872])
+    ['h.0 … h.3', 'GPT2Block ×4', '27 ops, 7.1M params']
+    """
+    _, name, type_name, repeats, _, ops, params = item[:7]
+    counts = plural(ops, "op") + (f", {count_text(params)} params" if params else "")
+    return [_short(name), _short(type_name + (f" \u00d7{repeats}" if repeats > 1 else "")), counts]
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "\u2026"
+
+
+def _dot_source(template: dict, templates: list[dict]) -> str:
+    from .dot import quote
+
+    lines = ["digraph {", " graph [rankdir=TB nodesep=0.25 ranksep=0.35 nslimit=3]",
+             " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
+             " edge [fontname=monospace fontsize=8 arrowsize=0.6]"]
+    for i, item in enumerate(template["items"]):
+        label = "\\n".join(_dot_label(line) for line in _item_lines(item, templates))
+        extra = " fontsize=11" if item[0] == BOX else ""
+        lines.append(f" i{i} [label=\"{label}\"{extra}]")
+    for number, (source, target, kind, shape) in enumerate(template["edges"]):
+        label = f" label={quote(shape)}" if shape else ""
+        lines.append(f" i{source} -> i{target} [id=e{number}{label}]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_label(line: str) -> str:
+    # Only the width of a label matters to the layout: any character stands for itself
+    # but the two that DOT reads inside quotes.
+    return line.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _lay_out(templates: list[dict], timeout: Optional[float]) -> None:
+    """Add ``layout`` to every template: the drawing's size, node boxes and edge paths."""
+    sources = [_dot_source(t, templates) for t in templates]
+    with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(sources)))) as pool:
+        drawn = list(pool.map(lambda source: run_dot(source, "json0", timeout=timeout), sources))
+    for template, output in zip(templates, drawn):
+        template["layout"] = _read_layout(json.loads(output), len(template["items"]), len(template["edges"]))
+
+
+def _read_layout(drawn: dict, item_count: int, edge_count: int) -> dict:
+    """Graphviz's json0 output as the page draws it, y pointing down, in points rounded to tenths."""
+    x0, y0, x1, y1 = (float(v) for v in drawn.get("bb", "0,0,0,0").split(","))
+    height = y1 - y0
+
+    def point(text: str) -> list[float]:
+        x, y = text.split(",")[:2]
+        return [round(float(x) - x0, 1), round(height - (float(y) - y0), 1)]
+
+    boxes: list[list[float]] = [[0, 0, 0, 0]] * item_count
+    for obj in drawn.get("objects", []):
+        name = obj.get("name", "")
+        if not name.startswith("i") or "pos" not in obj:
+            continue
+        index = int(name[1:])
+        x, y = point(obj["pos"])
+        boxes[index] = [x, y, round(float(obj["width"]) * _POINTS, 1), round(float(obj["height"]) * _POINTS, 1)]
+    paths: list[list] = [[[], None, None]] * edge_count
+    for edge in drawn.get("edges", []):
+        # Graphviz lists edges in an order of its own: each carries the id it was given.
+        number = int(edge.get("id", "e-1")[1:])
+        if not 0 <= number < edge_count or "pos" not in edge:
+            continue
+        points = []
+        arrow_end = None
+        for part in edge["pos"].split():
+            if part.startswith("e,"):
+                arrow_end = point(part[2:])
+            elif not part.startswith("s,"):
+                points.append(point(part))
+        label = point(edge["lp"]) if "lp" in edge else None
+        paths[number] = [[c for p in points for c in p], arrow_end, label]
+    return {"width": round(x1 - x0, 1), "height": round(height, 1), "nodes": boxes, "edges": paths}
+
+
+# --- the page ------------------------------------------------------------------------
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(_WEB, name).read_text(encoding="utf-8")
+
+
+def embedded_json(data: Any) -> str:
+    """``data`` as JSON that can sit inside a ``<script>`` element: no ``<``, ``>`` or
+    ``&`` appears as itself, so no name can end the element or open a comment.
+
+    >>> embedded_json({"name": "</script><img>"})
+    '{"name":"\\\\u003c/script\\\\u003e\\\\u003cimg\\\\u003e"}'
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def page_html(data: dict, title: str) -> str:
+    """The explorer page for ``data`` (:func:`explorer_data`), everything inlined."""
+    page = _asset("explorer.html")
+    script = _asset("explorer.js")
+    vendor = _asset("vendor/svg-pan-zoom/svg-pan-zoom.min.js")
+    for text in (script, vendor):
+        if "</script" in text.lower():  # would end the element early
+            raise AssertionError("an inlined script contains '</script'")
+    parts = {
+        "{{TITLE}}": html_text.escape(title, quote=True),
+        "{{STYLE}}": _asset("explorer.css"),
+        "{{DATA}}": embedded_json(data),
+        "{{VENDOR}}": vendor,
+        "{{SCRIPT}}": script,
+    }
+    # One pass, so that nothing inserted is read again as a placeholder.
+    out = []
+    rest = page
+    while True:
+        start = rest.find("{{")
+        if start < 0:
+            out.append(rest)
+            break
+        stop = rest.find("}}", start)
+        key = rest[start : stop + 2]
+        out.append(rest[:start])
+        out.append(parts.get(key, key))
+        rest = rest[stop + 2 :]
+    return "".join(out)
+
+
+__all__ = ["Explorer", "explore", "explorer_data", "page_html", "embedded_json"]

@@ -1,0 +1,765 @@
+// The explorer page: draws one level of a backward graph at a time from the data the
+// Python side embedded (graphviz_autograd/explore.py), moves between levels, searches,
+// highlights and colours. Layout comes with the data; every name reaches the page
+// through textContent or an attribute value, never as markup.
+(function () {
+  'use strict';
+
+  var SVG_NS = 'http://www.w3.org/2000/svg';
+  var data = JSON.parse(document.getElementById('graph-data').textContent);
+  var nodes = data.nodes;
+  var levels = data.levels;
+  var templates = data.templates;
+  var ROOT = 0;
+  var SEVERITY_RANK = { error: 0, warning: 1, info: 2 };
+  var METRIC_TEXT = { saved_bytes: 'saved for backward', grad_norm: 'gradient norm' };
+  // Light to dark: the same blues as the static drawings' gradient scale.
+  var SCALE = ['#f7fbff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b'];
+
+  var canvas = document.getElementById('canvas');
+  var breadcrumb = document.getElementById('breadcrumb');
+  var levelNote = document.getElementById('level-note');
+  var details = document.getElementById('details');
+  var legend = document.getElementById('legend');
+  var searchBox = document.getElementById('search');
+  var hitsSection = document.getElementById('hits-section');
+  var hitsList = document.getElementById('hits');
+  var hitsTitle = document.getElementById('hits-title');
+  var metricSelect = document.getElementById('metric');
+  var table = document.getElementById('table');
+
+  // --- derived once ---------------------------------------------------------------
+
+  var levelByPath = new Map();
+  levels.forEach(function (level, index) { levelByPath.set(level.path, index); });
+
+  // Where each level sits in its parent: the box (item index) and the whole run it is folded with.
+  var placeInParent = new Array(levels.length);
+  levels.forEach(function (level, index) {
+    var template = templates[level.template];
+    template.items.forEach(function (item, i) {
+      if (item[0] !== 'box') return;
+      level.refs[i].forEach(function (child) { placeInParent[child] = { item: i, run: level.refs[i] }; });
+    });
+  });
+
+  function ancestors(level) {  // the level and every level above it, innermost first
+    var chain = [];
+    for (var l = level; l >= 0; l = levels[l].parent) chain.push(l);
+    return chain;
+  }
+
+  // Per level, everything below it: ops, findings by severity, numbers rolled up.
+  var opsBelow = new Array(levels.length).fill(0);
+  nodes.forEach(function (node) {
+    if (node.kind === 'op') ancestors(node.level).forEach(function (l) { opsBelow[l] += 1; });
+  });
+
+  var findingsOf = new Map();  // node index -> findings
+  var badges = levels.map(function () { return { error: 0, warning: 0 }; });
+  var looseFindings = [];
+  data.findings.forEach(function (row) {
+    var finding = { severity: row[0], code: row[1], message: row[2], nodes: row[3], subject: row[4] };
+    if (!finding.nodes.length) looseFindings.push(finding);
+    var touched = new Set();
+    finding.nodes.forEach(function (k) {
+      if (!findingsOf.has(k)) findingsOf.set(k, []);
+      findingsOf.get(k).push(finding);
+      ancestors(nodes[k].level).forEach(function (l) { touched.add(l); });
+    });
+    if (finding.severity in badges[0]) touched.forEach(function (l) { badges[l][finding.severity] += 1; });
+  });
+
+  var metrics = {};
+  Object.keys(data.metrics).forEach(function (name) {
+    var perNode = new Map();
+    var perLevel = new Array(levels.length).fill(null);
+    var values = data.metrics[name];
+    Object.keys(values).forEach(function (key) {
+      var k = Number(key);
+      var value = values[key] === 'nan' ? NaN : values[key];
+      perNode.set(k, value);
+      ancestors(nodes[k].level).forEach(function (l) {
+        var now = perLevel[l];
+        if (name === 'grad_norm') perLevel[l] = now === null || value > now || isNaN(value) ? value : now;
+        else perLevel[l] = (now || 0) + value;
+      });
+    });
+    metrics[name] = { perNode: perNode, perLevel: perLevel, count: perNode.size };
+  });
+  Array.prototype.forEach.call(metricSelect.options, function (option) {
+    if (option.value && !(metrics[option.value] && metrics[option.value].count)) option.disabled = true;
+  });
+
+  var inputsOf = null;
+  var outputsOf = null;
+  function adjacency() {
+    if (inputsOf) return;
+    inputsOf = nodes.map(function () { return []; });
+    outputsOf = nodes.map(function () { return []; });
+    data.edges.forEach(function (edge, e) {
+      outputsOf[edge[0]].push(e);
+      inputsOf[edge[1]].push(e);
+    });
+  }
+
+  // --- text ---------------------------------------------------------------------------
+
+  function countText(count) {
+    var units = [[1e9, 'B'], [1e6, 'M'], [1e3, 'k']];
+    for (var i = 0; i < units.length; i++) {
+      if (count >= units[i][0]) return (count / units[i][0]).toFixed(1).replace(/\.0$/, '') + units[i][1];
+    }
+    return String(count);
+  }
+  function plural(count, word) { return count + ' ' + word + (count === 1 ? '' : 's'); }
+  function bytesText(size) {
+    if (size < 1024) return size + ' B';
+    var units = ['KiB', 'MiB', 'GiB', 'TiB'];
+    for (var i = 0; i < units.length; i++) {
+      size /= 1024;
+      if (size < 1024 || i === units.length - 1) return size.toFixed(1) + ' ' + units[i];
+    }
+    return String(size);
+  }
+  function metricText(name, value) {
+    if (value === null || value === undefined) return '';
+    if (isNaN(value)) return 'NaN/Inf';
+    return name === 'saved_bytes' ? bytesText(value) : value.toPrecision(3);
+  }
+  function shapeText(shape) { return shape ? '(' + shape.join(', ') + ')' : ''; }
+  function shortText(text, most) {
+    return text.length <= most ? text : text.slice(0, most - 1) + '\u2026';
+  }
+  function levelName(l) { return l === ROOT ? data.title : levels[l].path; }
+  function tail(path, parentPath) {
+    return parentPath && path.indexOf(parentPath + '.') === 0 ? path.slice(parentPath.length + 1) : path;
+  }
+  // The lines an item is drawn with; the Python side laid it out for the same lines.
+  function itemLines(item) {
+    switch (item[0]) {
+      case 'box':
+        return [shortText(item[1], 40), shortText(item[2] + (item[3] > 1 ? ' \u00d7' + item[3] : ''), 40),
+          plural(item[5], 'op') + (item[6] ? ', ' + countText(item[6]) + ' params' : '')];
+      case 'in': case 'out': return [item[1]];
+      case 'parameter': case 'leaf': return [shortText(item[1] || '(unnamed)', 40), item[2]];
+      case 'output': return [shortText(item[1] || 'output', 40), item[2]];
+      case 'no_grad': return [shortText(item[1] || 'no grad', 40)];
+      default: return [shortText(item[1], 40)];
+    }
+  }
+
+  function element(tag, attrs, text) {
+    var made = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (key) { made.setAttribute(key, attrs[key]); });
+    if (text !== undefined) made.textContent = text;
+    return made;
+  }
+  function svgElement(tag, attrs, text) {
+    var made = document.createElementNS(SVG_NS, tag);
+    if (attrs) Object.keys(attrs).forEach(function (key) { made.setAttribute(key, attrs[key]); });
+    if (text !== undefined) made.textContent = text;
+    return made;
+  }
+
+  // --- state ----------------------------------------------------------------------------
+
+  var current = -1;
+  var panZoom = null;
+  var svg = null;
+  var itemGroups = [];
+  var edgeGroups = [];
+  var selected = null;  // {kind: 'node'|'level', index}
+
+  // --- drawing a level -----------------------------------------------------------------
+
+  function itemMembers(level, i) {
+    // The graph nodes and levels an item of ``level`` stands for.
+    var item = templates[levels[level].template].items[i];
+    var ref = levels[level].refs[i];
+    if (item[0] === 'box') return { levels: ref, node: null };
+    return { levels: [], node: ref };
+  }
+
+  function itemMetric(level, i, name) {
+    var metric = metrics[name];
+    if (!metric) return null;
+    var members = itemMembers(level, i);
+    var item = templates[levels[level].template].items[i];
+    if (item[0] === 'in' || item[0] === 'out') return null;
+    if (members.node !== null) return metric.perNode.has(members.node) ? metric.perNode.get(members.node) : null;
+    var total = null;
+    members.levels.forEach(function (l) {
+      var value = metric.perLevel[l];
+      if (value === null) return;
+      if (name === 'grad_norm') total = total === null || value > total || isNaN(value) ? value : total;
+      else total = (total || 0) + value;
+    });
+    return total;
+  }
+
+  function draw(level) {
+    var template = templates[levels[level].template];
+    var layout = template.layout;
+    if (panZoom) { panZoom.destroy(); panZoom = null; }
+    canvas.textContent = '';
+    svg = svgElement('svg', { role: 'img', 'aria-label': 'level ' + levelName(level) });
+    var viewport = svgElement('g', { class: 'viewport' });
+    svg.appendChild(viewport);
+    var edgeLayer = svgElement('g', { class: 'edges' });
+    var nodeLayer = svgElement('g', { class: 'nodes' });
+    viewport.appendChild(edgeLayer);
+    viewport.appendChild(nodeLayer);
+    edgeGroups = template.edges.map(function (edge, e) {
+      var drawn = layout.edges[e];
+      var group = svgElement('g', { class: 'edge kind-' + edge[2] });
+      var c = drawn[0];
+      if (c.length >= 2) {
+        var d = 'M' + c[0] + ',' + c[1];
+        for (var p = 2; p + 5 < c.length; p += 6) {
+          d += 'C' + c[p] + ',' + c[p + 1] + ' ' + c[p + 2] + ',' + c[p + 3] + ' ' + c[p + 4] + ',' + c[p + 5];
+        }
+        var end = drawn[1];
+        if (end) {
+          var lx = c[c.length - 2], ly = c[c.length - 1];
+          var dx = end[0] - lx, dy = end[1] - ly, length = Math.sqrt(dx * dx + dy * dy) || 1;
+          var nx = -dy / length * 3, ny = dx / length * 3;
+          group.appendChild(svgElement('polygon', {
+            points: end[0] + ',' + end[1] + ' ' + (lx + nx) + ',' + (ly + ny) + ' ' + (lx - nx) + ',' + (ly - ny),
+          }));
+        }
+        group.insertBefore(svgElement('path', { d: d }), group.firstChild);
+      }
+      if (edge[3] && drawn[2]) {
+        group.appendChild(svgElement('text', { x: drawn[2][0], y: drawn[2][1] + 3 }, edge[3]));
+      }
+      edgeLayer.appendChild(group);
+      return group;
+    });
+    var metricName = metricSelect.value;
+    var values = [];
+    if (metricName) {
+      template.items.forEach(function (item, i) {
+        var value = itemMetric(level, i, metricName);
+        if (value !== null && !isNaN(value) && value > 0) values.push(value);
+      });
+    }
+    var low = values.length ? Math.log10(Math.min.apply(null, values)) : 0;
+    var high = values.length ? Math.log10(Math.max.apply(null, values)) : 1;
+    itemGroups = template.items.map(function (item, i) {
+      var box = layout.nodes[i];
+      var x = box[0], y = box[1], w = box[2], h = box[3];
+      var classes = 'node kind-' + item[0] + (item[0] === 'box' ? ' box' : '');
+      var members = itemMembers(level, i);
+      if (members.node !== null && findingsOf.has(members.node) && item[0] !== 'in' && item[0] !== 'out') {
+        var worst = findingsOf.get(members.node).reduce(function (a, f) {
+          return SEVERITY_RANK[f.severity] < SEVERITY_RANK[a] ? f.severity : a;
+        }, 'info');
+        if (worst !== 'info') classes += ' severity-' + worst;
+      }
+      var group = svgElement('g', { class: classes, tabindex: '0', 'data-item': String(i) });
+      var rect = svgElement('rect', {
+        x: x - w / 2, y: y - h / 2, width: w, height: h, rx: item[0] === 'box' ? 6 : 2,
+      });
+      if (metricName) {
+        var value = itemMetric(level, i, metricName);
+        if (value !== null) {
+          var step = isNaN(value) ? -1 : value <= 0 ? 0 :
+            Math.min(SCALE.length - 1, Math.floor((Math.log10(value) - low) / ((high - low) || 1) * SCALE.length));
+          rect.style.fill = step < 0 ? '#d00' : SCALE[step];
+          if (step >= 6 || step < 0) group.classList.add('dark');
+        }
+      }
+      group.appendChild(rect);
+      var lines = itemLines(item);
+      var lineHeight = item[0] === 'box' ? 13 : 12;
+      lines.forEach(function (line, n) {
+        var text = svgElement('text', {
+          x: x, y: y + (n - (lines.length - 1) / 2) * lineHeight + 3.5, class: n === 0 ? 'name' : '',
+        }, line);
+        if (group.classList.contains('dark')) text.style.fill = '#fff';
+        group.appendChild(text);
+      });
+      var title = svgElement('title', {}, titleOf(level, i));
+      group.appendChild(title);
+      if (item[0] === 'box') {
+        var counts = { error: 0, warning: 0 };
+        members.levels.forEach(function (l) { counts.error += badges[l].error; counts.warning += badges[l].warning; });
+        var severity = counts.error ? 'error' : counts.warning ? 'warning' : null;
+        if (severity) {
+          var badge = svgElement('g', { class: 'badge ' + severity });
+          badge.appendChild(svgElement('circle', { cx: x + w / 2 - 2, cy: y - h / 2 + 2, r: 8 }));
+          badge.appendChild(svgElement('text', { x: x + w / 2 - 2, y: y - h / 2 + 5 }, String(counts.error + counts.warning)));
+          badge.appendChild(svgElement('title', {}, counts.error + ' errors, ' + counts.warning + ' warnings inside'));
+          group.appendChild(badge);
+        }
+      }
+      nodeLayer.appendChild(group);
+      return group;
+    });
+    canvas.appendChild(svg);
+    panZoom = svgPanZoom(svg, {
+      viewportSelector: '.viewport', fit: true, center: true, minZoom: 0.02, maxZoom: 40,
+      zoomScaleSensitivity: 0.25, dblClickZoomEnabled: false, controlIconsEnabled: false,
+    });
+    fitView();
+    drawLegend(metricName, values, low, high);
+  }
+
+  function fitView() {
+    if (!panZoom) return;
+    panZoom.resize();
+    panZoom.fit();
+    panZoom.zoomBy(0.94);  // a margin: fit() puts the outermost boxes on the window's edges
+    panZoom.center();
+    // A level of a few nodes would fill the window with huge boxes: keep text at its size.
+    var sizes = panZoom.getSizes();
+    if (sizes.realZoom > 1.6) {
+      panZoom.zoom(panZoom.getZoom() * 1.6 / sizes.realZoom);
+      panZoom.center();
+    }
+  }
+
+  function focusItem(i) {
+    var box = templates[levels[current].template].layout.nodes[i];
+    var sizes = panZoom.getSizes();
+    if (sizes.realZoom < 0.8) {
+      panZoom.zoom(panZoom.getZoom() * 0.8 / sizes.realZoom);
+      sizes = panZoom.getSizes();
+    }
+    panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: sizes.height / 2 - box[1] * sizes.realZoom });
+  }
+
+  function titleOf(level, i) {
+    var item = templates[levels[level].template].items[i];
+    var ref = levels[level].refs[i];
+    if (item[0] === 'box') {
+      return ref.map(function (l) { return levels[l].path; }).join(', ') + ' (' + item[2] + '): click to open';
+    }
+    if (item[0] === 'in') return 'comes from ' + nodeName(ref);
+    if (item[0] === 'out') return 'goes on to ' + nodeName(ref);
+    return nodeName(ref);
+  }
+
+  function nodeName(k) {
+    var node = nodes[k];
+    var name = node.label || (node.kind === 'no_grad' ? 'no grad' : node.kind);
+    return node.kind === 'op' || node.kind === 'accumulate_grad' || node.kind === 'no_grad'
+      ? name + (levels[node.level].path ? ' in ' + levels[node.level].path : '') : name;
+  }
+
+  function drawLegend(metricName, values, low, high) {
+    legend.textContent = '';
+    if (!metricName) return;
+    legend.appendChild(element('h3', {}, 'Colour: ' + METRIC_TEXT[metricName] +
+      (metricName === 'grad_norm' ? ' (largest inside a module)' : ' (summed over a module)')));
+    if (!values.length) { legend.appendChild(element('div', {}, 'nothing on this level has a value')); return; }
+    var scale = element('div', { class: 'scale' });
+    SCALE.forEach(function (colour) { var s = element('span'); s.style.background = colour; scale.appendChild(s); });
+    legend.appendChild(scale);
+    legend.appendChild(element('div', {}, metricText(metricName, Math.min.apply(null, values)) + ' \u2013 ' +
+      metricText(metricName, Math.max.apply(null, values)) + ' (log scale)'));
+  }
+
+  // --- moving between levels ------------------------------------------------------------
+
+  function open(level, options) {
+    options = options || {};
+    current = level;
+    selected = null;
+    draw(level);
+    drawBreadcrumb(level);
+    drawLevelNote(level);
+    if (!options.keepDetails) showLevelDetails(level);
+    if (options.highlight !== undefined) {
+      var group = itemGroups[options.highlight];
+      group.classList.add('hit');
+      focusItem(options.highlight);
+      group.focus({ preventScroll: true });
+    }
+    if (history.replaceState) {
+      try { history.replaceState(null, '', '#' + encodeURIComponent(levels[level].path)); } catch (e) { /* file: pages may refuse */ }
+    }
+  }
+
+  function up() {
+    if (current !== ROOT) {
+      var from = current;
+      var parent = levels[current].parent;
+      open(parent);
+      var place = placeInParent[from];
+      if (place) { itemGroups[place.item].focus({ preventScroll: true }); }
+    }
+  }
+
+  function drawBreadcrumb(level) {
+    breadcrumb.textContent = '';
+    var chain = ancestors(level).reverse();
+    chain.forEach(function (l, n) {
+      var parentPath = n ? levels[chain[n - 1]].path : '';
+      var name = l === ROOT ? data.title : tail(levels[l].path, parentPath);
+      if (n) breadcrumb.appendChild(element('span', { class: 'sep', 'aria-hidden': 'true' }, '\u203a'));
+      if (l === level) {
+        breadcrumb.appendChild(element('span', { 'aria-current': 'page' }, name));
+      } else {
+        var button = element('button', { type: 'button' }, name);
+        button.addEventListener('click', function () { open(l); });
+        breadcrumb.appendChild(button);
+      }
+    });
+  }
+
+  function drawLevelNote(level) {
+    levelNote.textContent = '';
+    var info = levels[level];
+    var place = placeInParent[level];
+    var text = level === ROOT
+      ? (levels.length > 1 ? 'The whole model: click a module to open it, Backspace or Escape to go back up.'
+        : 'The whole graph (recorded without module information, so it is one level).')
+      : info.path + ' (' + info.type + '): ' + plural(opsBelow[level], 'op') +
+        (info.params ? ', ' + countText(info.params) + ' params' : '');
+    levelNote.appendChild(document.createTextNode(text));
+    if (place && place.run.length > 1) {
+      var run = place.run;
+      levelNote.appendChild(document.createTextNode(' \u2014 one of ' + run.length + ' alike ' + info.type +
+        ' blocks drawn as one, from ' + levels[run[0]].path + ' to ' + levels[run[run.length - 1]].path + '; showing'));
+      var choose = element('select', { 'aria-label': 'which of the alike blocks to show' });
+      run.forEach(function (l) {
+        var option = element('option', { value: String(l) }, levels[l].path);
+        if (l === level) option.selected = true;
+        choose.appendChild(option);
+      });
+      choose.addEventListener('change', function () { open(Number(choose.value)); });
+      levelNote.appendChild(choose);
+    }
+  }
+
+  // --- details and tracing -------------------------------------------------------------
+
+  function facts(rows) {
+    var list = element('dl', { class: 'facts' });
+    rows.forEach(function (row) {
+      if (row[1] === undefined || row[1] === null || row[1] === '') return;
+      list.appendChild(element('dt', {}, row[0]));
+      var value = element('dd');
+      if (row[1] instanceof Node) value.appendChild(row[1]); else value.textContent = String(row[1]);
+      list.appendChild(value);
+    });
+    return list;
+  }
+
+  function levelLink(l) {
+    var button = element('button', { type: 'button', class: 'link' }, l === ROOT ? data.title : levels[l].path);
+    button.addEventListener('click', function () { open(l); });
+    return button;
+  }
+
+  function findingList(list) {
+    var wrap = element('div');
+    list.forEach(function (f) {
+      wrap.appendChild(element('div', { class: 'finding ' + f.severity }, f.severity + ': ' + f.message));
+    });
+    return wrap;
+  }
+
+  function showLevelDetails(level) {
+    details.textContent = '';
+    var info = levels[level];
+    details.appendChild(element('h2', {}, level === ROOT ? data.title : info.type));
+    if (level !== ROOT) details.appendChild(element('div', { class: 'details-name' }, info.path));
+    var rows = [['ops', opsBelow[level]], ['parameters', info.params ? countText(info.params) : '']];
+    Object.keys(metrics).forEach(function (name) {
+      rows.push([METRIC_TEXT[name], metricText(name, metrics[name].perLevel[level])]);
+    });
+    rows.push(['findings', badges[level].error + badges[level].warning ?
+      badges[level].error + ' errors, ' + badges[level].warning + ' warnings' : '']);
+    details.appendChild(facts(rows));
+    if (level === ROOT && looseFindings.length) {
+      details.appendChild(element('h3', {}, 'Not in the graph'));
+      details.appendChild(findingList(looseFindings));
+    }
+    details.appendChild(element('p', {}, 'Click a node for its details and to trace what feeds it (green) and where its gradient comes from (purple); drag to pan, wheel to zoom, f to fit, / to search.'));
+  }
+
+  function showNodeDetails(k) {
+    adjacency();
+    var node = nodes[k];
+    details.textContent = '';
+    details.appendChild(element('h2', {}, node.kind === 'op' ? node.label : node.kind.replace('_', ' ')));
+    if (node.kind !== 'op') details.appendChild(element('div', { class: 'details-name' }, node.label || '(no name)'));
+    var meaning = node.kind === 'op' ? (data.meanings[node.label] || []) : [];
+    meaning.forEach(function (line) { details.appendChild(element('p', {}, line)); });
+    if (node.kind === 'accumulate_grad') details.appendChild(element('p', {}, 'Stores the gradient of a leaf tensor in its .grad.'));
+    if (node.kind === 'no_grad') {
+      details.appendChild(element('p', {}, 'No gradient flows back through this input' +
+        (node.label ? ': cut by ' + node.label + (node.cut_in || node.module ? ' in ' + (node.cut_in || node.module) : '') + '.' :
+          ': a constant, a tensor without requires_grad, or one made under no_grad() or by detach().')));
+    }
+    var inputs = inputsOf[k].map(function (e) { return data.edges[e][3]; }).filter(Boolean);
+    var outputs = outputsOf[k].map(function (e) { return data.edges[e][3]; }).filter(Boolean);
+    var rows = [
+      ['module', node.level === ROOT && !node.module ? '' : levelLink(node.level)],
+      ['shape', shapeText(node.shape)], ['dtype', node.dtype], ['device', node.device],
+      ['inputs', inputs.join(', ')], ['output', outputs.length ? outputs[0] : ''],
+      ['reason', node.kind === 'no_grad' ? node.note : ''],
+      ['note', node.kind === 'saved' ? node.note : ''],
+    ];
+    Object.keys(metrics).forEach(function (name) {
+      if (metrics[name].perNode.has(k)) rows.push([METRIC_TEXT[name], metricText(name, metrics[name].perNode.get(k))]);
+    });
+    (node.attrs || []).forEach(function (pair) { rows.push(['saved ' + pair[0], pair[1]]); });
+    details.appendChild(facts(rows));
+    if (findingsOf.has(k)) {
+      details.appendChild(element('h3', {}, 'Findings'));
+      details.appendChild(findingList(findingsOf.get(k)));
+    }
+    var traced = trace(k);
+    var params = [];
+    traced.up.forEach(function (j) { if (nodes[j].kind === 'parameter' || nodes[j].kind === 'leaf') params.push(j); });
+    var outs = [];
+    traced.down.forEach(function (j) { if (nodes[j].kind === 'output') outs.push(j); });
+    details.appendChild(element('h3', {}, plural(params.length, 'parameter') + ' feed this node'));
+    details.appendChild(nameList(params));
+    details.appendChild(element('h3', {}, 'It reaches ' + plural(outs.length, 'output')));
+    details.appendChild(nameList(outs));
+  }
+
+  function nameList(indexes) {
+    var list = element('ul', { class: 'names' });
+    indexes.slice(0, 200).forEach(function (j) {
+      var li = element('li');
+      var button = element('button', { type: 'button', class: 'link' }, nodes[j].label || nodes[j].kind);
+      button.addEventListener('click', function () { reveal({ node: j }); });
+      li.appendChild(button);
+      list.appendChild(li);
+    });
+    if (indexes.length > 200) list.appendChild(element('li', {}, '\u2026 and ' + (indexes.length - 200) + ' more'));
+    return list;
+  }
+
+  function trace(k) {
+    adjacency();
+    function reach(from, next, end) {
+      var seen = new Set([from]);
+      var stack = [from];
+      while (stack.length) {
+        var j = stack.pop();
+        next[j].forEach(function (e) {
+          var other = data.edges[e][end];
+          if (!seen.has(other)) { seen.add(other); stack.push(other); }
+        });
+      }
+      seen.delete(from);
+      return seen;
+    }
+    return { up: reach(k, inputsOf, 0), down: reach(k, outputsOf, 1) };
+  }
+
+  function clearTrace() {
+    if (!svg) return;
+    svg.classList.remove('tracing');
+    itemGroups.concat(edgeGroups).forEach(function (g) { g.classList.remove('up', 'down', 'selected', 'hit'); });
+  }
+
+  // Mark the items of this level that hold a node of ``set`` with ``cls``.
+  function markItems(set, cls) {
+    var levelsHit = new Set();
+    set.forEach(function (j) { ancestors(nodes[j].level).forEach(function (l) { levelsHit.add(l); }); });
+    var marked = new Set();
+    templates[levels[current].template].items.forEach(function (item, i) {
+      var ref = levels[current].refs[i];
+      var hit = item[0] === 'box' ? ref.some(function (l) { return levelsHit.has(l); }) : set.has(ref);
+      if (hit) { itemGroups[i].classList.add(cls); marked.add(i); }
+    });
+    return marked;
+  }
+
+  function select(i) {
+    clearTrace();
+    var item = templates[levels[current].template].items[i];
+    var ref = levels[current].refs[i];
+    if (item[0] === 'box') { open(ref[0]); return; }
+    var k = ref;
+    var traced = trace(k);
+    svg.classList.add('tracing');
+    itemGroups[i].classList.add('selected');
+    var up = markItems(traced.up, 'up');
+    var down = markItems(traced.down, 'down');
+    up.add(i); down.add(i);
+    templates[levels[current].template].edges.forEach(function (edge, e) {
+      if (up.has(edge[0]) && up.has(edge[1]) && !(down.has(edge[0]) && edge[0] !== i)) edgeGroups[e].classList.add('up');
+      if (down.has(edge[0]) && down.has(edge[1]) && !(up.has(edge[1]) && edge[1] !== i)) edgeGroups[e].classList.add('down');
+    });
+    selected = { kind: 'node', index: k };
+    showNodeDetails(k);
+  }
+
+  // Open the level that holds a node or module and highlight it there.
+  function reveal(target) {
+    var level, item;
+    if (target.node !== undefined) {
+      level = nodes[target.node].level;
+      item = levels[level].refs.findIndex(function (ref, i) {
+        var kind = templates[levels[level].template].items[i][0];
+        return kind !== 'box' && kind !== 'in' && kind !== 'out' && ref === target.node;
+      });
+      open(level, { highlight: item, keepDetails: true });
+      select(item);
+      itemGroups[item].classList.add('hit');
+    } else {
+      var place = placeInParent[target.level];
+      if (!place) { open(target.level); return; }
+      level = levels[target.level].parent;
+      open(level, { highlight: place.item });
+      details.textContent = '';
+      showLevelDetails(target.level);
+    }
+  }
+
+  // --- search ----------------------------------------------------------------------------
+
+  var MAX_HITS = 200;
+  function search(query) {
+    hitsList.textContent = '';
+    if (!query) { hitsSection.hidden = true; return; }
+    hitsSection.hidden = false;
+    var pattern;
+    try { pattern = new RegExp(query, 'i'); } catch (e) { pattern = null; }
+    var needle = query.toLowerCase();
+    function matches(text) { return pattern ? pattern.test(text) : text.toLowerCase().indexOf(needle) >= 0; }
+    var hits = [];
+    levels.forEach(function (level, l) {
+      if (l !== ROOT && (matches(level.path) || matches(level.type))) hits.push({ level: l });
+    });
+    nodes.forEach(function (node, k) {
+      if (node.label && node.kind !== 'output' && matches(node.label)) hits.push({ node: k });
+      else if (node.kind === 'output' && matches(node.label || 'output')) hits.push({ node: k });
+    });
+    hitsTitle.textContent = plural(hits.length, 'hit') + (pattern ? '' : ' (as text: not a valid regular expression)');
+    hits.slice(0, MAX_HITS).forEach(function (hit) {
+      var li = element('li');
+      var button = element('button', { type: 'button' });
+      if (hit.level !== undefined) {
+        button.appendChild(document.createTextNode(levels[hit.level].path));
+        button.appendChild(element('span', { class: 'where' }, 'module ' + levels[hit.level].type));
+      } else {
+        var node = nodes[hit.node];
+        button.appendChild(document.createTextNode(node.label || node.kind));
+        button.appendChild(element('span', { class: 'where' }, node.kind.replace('_', ' ') +
+          (levels[node.level].path ? ' in ' + levels[node.level].path : '')));
+      }
+      button.addEventListener('click', function () { reveal(hit); });
+      li.appendChild(button);
+      hitsList.appendChild(li);
+    });
+    if (hits.length > MAX_HITS) hitsList.appendChild(element('li', {}, '\u2026 ' + (hits.length - MAX_HITS) + ' more: narrow the search'));
+  }
+
+  // --- the module table ------------------------------------------------------------------
+
+  var COLUMNS = [
+    { key: 'path', title: 'module' }, { key: 'type', title: 'type' }, { key: 'ops', title: 'ops', num: true },
+    { key: 'params', title: 'params', num: true }, { key: 'saved_bytes', title: 'saved for backward', num: true },
+    { key: 'grad_norm', title: 'grad norm (max)', num: true }, { key: 'findings', title: 'findings', num: true },
+  ];
+  var sortKey = 'saved_bytes';
+  var sortDown = true;
+  function tableRows() {
+    return levels.map(function (level, l) {
+      return {
+        level: l, path: l === ROOT ? data.title : level.path, type: level.type, ops: opsBelow[l], params: level.params,
+        saved_bytes: metrics.saved_bytes ? metrics.saved_bytes.perLevel[l] : null,
+        grad_norm: metrics.grad_norm ? metrics.grad_norm.perLevel[l] : null,
+        findings: badges[l].error + badges[l].warning,
+      };
+    });
+  }
+  function drawTable() {
+    var head = document.getElementById('table-columns');
+    var body = document.getElementById('table-rows');
+    head.textContent = '';
+    body.textContent = '';
+    COLUMNS.forEach(function (column) {
+      var th = element('th', { 'aria-sort': column.key === sortKey ? (sortDown ? 'descending' : 'ascending') : 'none' });
+      var button = element('button', { type: 'button' }, column.title + (column.key === sortKey ? (sortDown ? ' \u25bc' : ' \u25b2') : ''));
+      button.addEventListener('click', function () {
+        if (sortKey === column.key) sortDown = !sortDown; else { sortKey = column.key; sortDown = !!column.num; }
+        drawTable();
+      });
+      th.appendChild(button);
+      head.appendChild(th);
+    });
+    var rows = tableRows();
+    rows.sort(function (a, b) {
+      var x = a[sortKey], y = b[sortKey];
+      if (x === null || x === undefined || (typeof x === 'number' && isNaN(x))) return 1;
+      if (y === null || y === undefined || (typeof y === 'number' && isNaN(y))) return -1;
+      var order = typeof x === 'number' ? x - y : String(x).localeCompare(String(y));
+      return (sortDown ? -order : order) || a.level - b.level;
+    });
+    rows.forEach(function (row) {
+      var tr = element('tr');
+      COLUMNS.forEach(function (column) {
+        var value = row[column.key];
+        var text = column.key === 'params' ? (value ? countText(value) : '') :
+          column.key === 'saved_bytes' || column.key === 'grad_norm' ? metricText(column.key, value) :
+            column.key === 'findings' ? (value || '') : String(value);
+        tr.appendChild(element('td', column.num ? { class: 'num' } : {}, text));
+      });
+      tr.addEventListener('click', function () { showTable(false); open(row.level); });
+      body.appendChild(tr);
+    });
+  }
+  function showTable(show) {
+    table.hidden = !show;
+    document.getElementById('table-button').setAttribute('aria-expanded', String(show));
+    if (show) drawTable();
+  }
+
+  // --- events ----------------------------------------------------------------------------
+
+  var pressedAt = null;
+  canvas.addEventListener('mousedown', function (event) { pressedAt = [event.clientX, event.clientY]; });
+  canvas.addEventListener('click', function (event) {
+    var moved = pressedAt && Math.abs(event.clientX - pressedAt[0]) + Math.abs(event.clientY - pressedAt[1]) > 4;
+    if (moved) return;  // the end of a drag, not a click
+    var group = event.target.closest ? event.target.closest('g.node') : null;
+    if (!group) { clearTrace(); showLevelDetails(current); return; }
+    select(Number(group.getAttribute('data-item')));
+  });
+  canvas.addEventListener('keydown', function (event) {
+    var group = event.target.closest ? event.target.closest('g.node') : null;
+    if (group && (event.key === 'Enter' || event.key === ' ')) {
+      event.preventDefault();
+      select(Number(group.getAttribute('data-item')));
+    }
+  });
+  document.addEventListener('keydown', function (event) {
+    var typing = event.target.tagName === 'INPUT' || event.target.tagName === 'SELECT';
+    if (typing) {
+      if (event.key === 'Escape' && event.target === searchBox) { searchBox.value = ''; search(''); searchBox.blur(); }
+      return;
+    }
+    if (event.key === 'Escape' && !table.hidden) { showTable(false); return; }
+    if (event.key === 'Backspace' || event.key === 'Escape') { event.preventDefault(); up(); }
+    else if (event.key === 'f' && !event.ctrlKey && !event.metaKey) fitView();
+    else if (event.key === '/') { event.preventDefault(); searchBox.focus(); }
+  });
+  searchBox.addEventListener('input', function () { search(searchBox.value); });
+  metricSelect.addEventListener('change', function () { open(current, { keepDetails: true }); });
+  document.getElementById('fit').addEventListener('click', fitView);
+  document.getElementById('up').addEventListener('click', up);
+  document.getElementById('table-button').addEventListener('click', function () { showTable(table.hidden); });
+  document.getElementById('table-close').addEventListener('click', function () { showTable(false); });
+  window.addEventListener('resize', function () { if (panZoom) { panZoom.resize(); } });
+
+  var start = ROOT;
+  if (location.hash.length > 1) {
+    var wanted = levelByPath.get(decodeURIComponent(location.hash.slice(1)));
+    if (wanted !== undefined) start = wanted;
+  }
+  open(start);
+  document.body.setAttribute('data-ready', 'true');
+  // For tests and benchmarks: the page's own entry points.
+  window.explorer = { open: open, up: up, search: search, reveal: reveal, levelByPath: levelByPath };
+})();

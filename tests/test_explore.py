@@ -1,0 +1,156 @@
+"""The explorer page's data and file, without a browser (tests/test_explore_browser.py drives one)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from graphviz_autograd import OptionError, OutputPathError, explore, render, walk
+from graphviz_autograd.cli import main
+from graphviz_autograd.diagnose import Finding
+from graphviz_autograd.explore import embedded_json
+
+from .explore_models import HOSTILE, hostile_graph, tiny_gpt2
+
+pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+
+
+def embedded_data(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="graph-data">(.*?)</script>', html, re.S)
+    assert match is not None
+    return json.loads(match.group(1))
+
+
+def level(data: dict, path: str) -> dict:
+    return next(lv for lv in data["levels"] if lv["path"] == path)
+
+
+@pytest.fixture(scope="module")
+def gpt2_page():
+    logits, recorder = tiny_gpt2(4)
+    return explore(logits, recorder=recorder)
+
+
+def test_alike_blocks_fold_into_one_box_that_stands_for_all(gpt2_page):
+    data = gpt2_page.data
+    transformer = level(data, "transformer")
+    items = data["templates"][transformer["template"]]["items"]
+    boxes = [(item, ref) for item, ref in zip(items, transformer["refs"]) if item[0] == "box"]
+    blocks = [(item, ref) for item, ref in boxes if item[2] == "GPT2Block"]
+    assert len(blocks) == 1
+    item, ref = blocks[0]
+    assert item[3] == 4 and item[1] == "h.0 \u2026 h.3"
+    assert [data["levels"][i]["path"] for i in ref] == [f"transformer.h.{i}" for i in range(4)]
+    # Every layer is a level of its own (search can open any), all with one layout.
+    assert len({level(data, f"transformer.h.{i}")["template"] for i in range(4)}) == 1
+
+
+def test_layout_work_grows_with_module_kinds_not_layers(gpt2_page):
+    logits, recorder = tiny_gpt2(8)
+    deeper = explore(logits, recorder=recorder)
+    assert len(deeper.data["levels"]) > len(gpt2_page.data["levels"])
+    assert len(deeper.data["templates"]) == len(gpt2_page.data["templates"])
+
+
+def test_top_level_is_the_top_modules_and_the_output(gpt2_page):
+    data = gpt2_page.data
+    root = data["levels"][0]
+    items = data["templates"][root["template"]]["items"]
+    assert root["path"] == "" and root["parent"] == -1
+    assert sorted(item[1] for item in items if item[0] == "box") == ["lm_head", "transformer"]
+    assert [item[0] for item in items].count("output") == 1
+
+
+def test_every_node_but_saved_tensors_is_in_exactly_one_level(gpt2_page):
+    data = gpt2_page.data
+    kinds = {node["kind"] for node in data["nodes"]}
+    assert "saved" not in kinds and {"op", "parameter", "accumulate_grad"} <= kinds
+    placed = []
+    for lv in data["levels"]:
+        items = data["templates"][lv["template"]]["items"]
+        placed += [ref for item, ref in zip(items, lv["refs"]) if item[0] not in ("box", "in", "out")]
+    assert sorted(placed) == list(range(len(data["nodes"])))
+
+
+def test_saved_bytes_are_per_op(gpt2_page):
+    data = gpt2_page.data
+    saved = data["metrics"]["saved_bytes"]
+    assert saved and all(data["nodes"][int(k)]["kind"] == "op" and v > 0 for k, v in saved.items())
+
+
+def test_a_graph_without_modules_is_one_level():
+    x = torch.ones(3, requires_grad=True)
+    data = explore((x.exp() * 2).sum()).data
+    assert len(data["levels"]) == 1
+    kinds = [item[0] for item in data["templates"][0]["items"]]
+    assert kinds.count("op") == 3 and kinds.count("leaf") == 1 and "box" not in kinds
+
+
+def test_findings_and_gradient_norms_reach_the_page():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    with torch.no_grad():
+        model[1].weight.zero_()
+    loss = model(torch.ones(1, 3)).sum()
+    loss.backward()
+    graph = walk(loss, model)
+    node = next(n for n in graph.nodes if n.label == "0.weight")
+    finding = Finding("warning", "grad_zero", "0.weight: gradient is zero", (node.id,), "0.weight")
+    data = explore(graph, diagnose=[finding], grad_colors=model).data
+    assert data["findings"] == [["warning", "grad_zero", "0.weight: gradient is zero", [data["nodes"].index(
+        next(n for n in data["nodes"] if n["label"] == "0.weight"))], "0.weight"]]
+    norms = data["metrics"]["grad_norm"]
+    assert norms and {data["nodes"][int(k)]["kind"] for k in norms} == {"parameter", "accumulate_grad"}
+
+
+def test_names_cannot_leave_the_data_element():
+    html = explore(hostile_graph()).html()
+    body = embedded_data(html)
+    assert HOSTILE not in html and "</script><script>" not in html
+    assert body["levels"][1]["path"] == HOSTILE  # intact once parsed
+    assert "<title>Net&amp;&lt;i&gt; · backward graph</title>" in html
+    assert embedded_json("a<b>&\u2028") == '"a\\u003cb\\u003e\\u0026\\u2028"'
+
+
+def test_save_is_atomic(tmp_path):
+    x = torch.ones(2, requires_grad=True)
+    page = explore((x * x).sum())
+    with pytest.raises(OutputPathError, match="does not exist"):
+        page.save(tmp_path / "missing" / "page.html")
+    written = page.save(tmp_path / "page.html")
+    assert written.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_notebook_shows_the_page_in_a_sandboxed_frame():
+    x = torch.ones(2, requires_grad=True)
+    shown = explore((x * x).sum())._repr_html_()
+    assert shown.startswith("<iframe") and 'sandbox="allow-scripts"' in shown and "<script" not in shown
+
+
+def test_render_picks_html_from_the_suffix(tmp_path):
+    x = torch.ones(2, requires_grad=True)
+    out = render((x * x).sum(), tmp_path / "g.html", show_shapes=True)
+    assert embedded_data(out.read_text(encoding="utf-8"))["nodes"][0]["kind"] == "output"
+    with pytest.raises(OptionError, match="depth"):
+        render((x * x).sum(), tmp_path / "h.html", depth=1)
+    assert not (tmp_path / "h.html").exists()
+
+
+def test_bad_options_name_themselves():
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(OptionError, match="show_shapes must be True or False"):
+        explore((x * x).sum(), show_shapes="yes")
+
+
+def test_cli_writes_an_html_explorer(tmp_path):
+    out = tmp_path / "mnist.html"
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(out), "-q", "--diagnose"])
+    assert result.exit_code == 0, result.output
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    assert data["title"] == "Net"
+    assert len(data["levels"]) > 1

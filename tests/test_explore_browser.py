@@ -1,0 +1,212 @@
+"""The explorer page in a real browser: headless Chromium driven by Playwright.
+
+Playwright's own browser download cannot work everywhere, so the system Chromium
+(Debian's ``chromium`` package) is launched. Without it these tests skip, except
+under CI (the CI environment variable set), where a missing browser fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from graphviz_autograd import explore
+from graphviz_autograd.diagnose import Finding
+
+from .explore_models import HOSTILE, hostile_graph, tiny_gpt2
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_path() -> str | None:
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                      shutil.which("chromium-browser")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run the browser tests (.ci/run installs chromium and playwright).")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed")
+    executable = chromium_path()
+    if executable is None:
+        _unavailable("no Chromium found at /usr/bin/chromium or on PATH")
+    if shutil.which("dot") is None:
+        _unavailable("Graphviz 'dot' is not installed")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+class Page:
+    """A page opened from disk, with what it logged and requested."""
+
+    def __init__(self, browser, path: Path):
+        self.url = path.as_uri()
+        self.page = browser.new_page(viewport={"width": 1280, "height": 800})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda message: message.type in ("error", "warning") and self.errors.append(message.text))
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.goto(self.url)
+        self.page.wait_for_selector("body[data-ready]")
+
+    def box(self, text: str):
+        return self.page.locator("g.node", has_text=text).first
+
+    def crumbs(self) -> list[str]:
+        return self.page.locator("#breadcrumb button, #breadcrumb span[aria-current]").all_text_contents()
+
+
+@pytest.fixture(scope="module")
+def gpt2_file(tmp_path_factory) -> Path:
+    logits, recorder = tiny_gpt2(4)
+    return explore(logits, recorder=recorder).save(tmp_path_factory.mktemp("explore") / "gpt2.html")
+
+
+@pytest.fixture
+def gpt2(browser, gpt2_file):
+    page = Page(browser, gpt2_file)
+    yield page
+    page.page.close()
+
+
+def test_page_loads_offline_with_no_error(gpt2):
+    assert gpt2.errors == []
+    assert gpt2.requests == [gpt2.url]
+    assert gpt2.crumbs() == ["GPT2LMHeadModel"]
+    assert gpt2.page.locator("g.node.kind-box").count() == 2
+
+
+def test_folded_block_opens_one_representative(gpt2):
+    gpt2.box("transformer").click()
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer"]
+    block = gpt2.box("GPT2Block")
+    assert "GPT2Block \u00d74" in block.text_content()
+    block.click()
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer", "h.0"]
+    note = gpt2.page.locator("#level-note").text_content()
+    assert "one of 4 alike GPT2Block" in note and "transformer.h.3" in note
+    inside = gpt2.page.locator("g.node.kind-box text.name").all_text_contents()
+    assert {"ln_1", "attn", "ln_2", "mlp"} <= set(inside)
+    # Another of the run, through the level's chooser: same drawing, its own names.
+    gpt2.page.select_option("#level-note select", label="transformer.h.2")
+    assert gpt2.crumbs()[-1] == "h.2"
+    assert gpt2.errors == []
+
+
+def test_search_jumps_into_the_right_layer(gpt2):
+    gpt2.page.fill("#search", "c_attn")
+    hits = gpt2.page.locator("#hits button")
+    texts = hits.all_text_contents()
+    assert any(t.startswith("transformer.h.2.attn.c_attn") for t in texts)
+    assert "4 hits" not in gpt2.page.locator("#hits-title").text_content()  # the modules and their parameters
+    hits.filter(has_text="transformer.h.2.attn.c_attn.weight").first.click()
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer", "h.2", "attn", "c_attn"]
+    highlighted = gpt2.page.locator("g.node.hit")
+    assert highlighted.count() == 1 and highlighted.text_content().startswith("weight")
+    # A regular expression, and a module hit: its parent opens with the box highlighted.
+    gpt2.page.fill("#search", r"h\.3\.mlp$")
+    gpt2.page.locator("#hits button").first.click()
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer", "h.3"]
+    assert gpt2.page.locator("g.node.hit text.name").text_content() == "mlp"
+
+
+def test_breadcrumb_and_keys_go_back_up(gpt2):
+    gpt2.box("transformer").click()
+    gpt2.box("GPT2Block").click()
+    gpt2.box("attn").click()
+    gpt2.page.locator("#breadcrumb button", has_text="transformer").click()
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer"]
+    gpt2.box("GPT2Block").click()
+    gpt2.page.keyboard.press("Escape")
+    assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer"]
+    gpt2.page.keyboard.press("Backspace")
+    assert gpt2.crumbs() == ["GPT2LMHeadModel"]
+
+
+def test_details_panel_and_tracing(gpt2):
+    gpt2.page.fill("#search", r"h\.1\.attn\.c_attn$")
+    gpt2.page.locator("#hits button").first.click()
+    gpt2.box("c_attn").click()
+    gpt2.box("AddmmBackward0").click()
+    details = gpt2.page.locator("#details").text_content()
+    assert "matrix multiplication plus a bias" in details
+    assert "transformer.h.1.attn.c_attn" in details
+    assert "saved for backward" in details
+    # What feeds it: its weight and bias, and every parameter before it in the model.
+    assert "transformer.h.1.attn.c_attn.weight" in details and "transformer.h.2" not in details
+    assert gpt2.page.locator("g.node.up").count() >= 2 and gpt2.page.locator("g.node.down").count() >= 1
+
+
+def test_module_table_sorts_and_opens(gpt2):
+    gpt2.page.click("#table-button")
+    rows = gpt2.page.locator("#table-rows tr")
+    assert rows.count() > 20
+    gpt2.page.locator("#table-columns button", has_text="ops").click()
+    first = rows.first.locator("td").all_text_contents()
+    assert first[0] == "GPT2LMHeadModel"  # the most ops: the whole model
+    rows.filter(has_text="transformer.h.3.mlp").first.click()
+    assert gpt2.crumbs()[-1] == "mlp" and gpt2.page.locator("#table").is_hidden()
+
+
+def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path):
+    path = explore(hostile_graph()).save(tmp_path / "hostile.html")
+    page = Page(browser, path)
+    try:
+        assert page.page.evaluate("window.__pwned") is None
+        box = page.page.locator("g.node.kind-box text.name")
+        assert box.text_content() == HOSTILE
+        assert page.page.locator("img").count() == 0
+        page.page.locator("g.node.kind-box").click()
+        assert page.crumbs()[-1] == HOSTILE
+        page.page.fill("#search", "onerror")
+        page.page.locator("#hits button").first.click()
+        assert page.page.evaluate("window.__pwned") is None
+        assert page.page.locator("img, b, i").count() == 0
+        assert page.errors == []
+        assert page.page.title() == "Net&<i> · backward graph"
+    finally:
+        page.page.close()
+
+
+def test_a_finding_deep_inside_shows_on_every_level_above(browser, gpt2_file, tmp_path):
+    logits, recorder = tiny_gpt2(4)
+    from graphviz_autograd import walk
+
+    graph = walk(logits, recorder=recorder, collect_shapes=True, collect_saved=True)
+    deep = next(n for n in graph.nodes if n.module == "transformer.h.2.mlp.c_fc" and n.kind == "op")
+    finding = Finding("warning", "gradient_cut", "detach() cuts the gradient here", (deep.id,), "detach")
+    page = Page(browser, explore(graph, diagnose=[finding]).save(tmp_path / "finding.html"))
+    try:
+        assert page.box("transformer").locator("g.badge.warning").count() == 1
+        assert page.box("lm_head").locator("g.badge").count() == 0
+        page.box("transformer").click()
+        assert page.box("GPT2Block").locator("g.badge.warning").count() == 1
+        page.page.select_option("#metric", "saved_bytes")
+        assert "saved for backward" in page.page.locator("#legend").text_content()
+        assert page.errors == []
+    finally:
+        page.page.close()
