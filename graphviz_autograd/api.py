@@ -37,6 +37,7 @@ from .graph import AutogradGraph
 from .layout import (
     DEFAULT_LAYOUT_BUDGET,
     DEFAULT_MAX_USES,
+    LayoutName,
     check_layout,
     choose_layout,
     fixed_layout_lines,
@@ -44,8 +45,8 @@ from .layout import (
     split_shared_leaves,
 )
 from .record import Recorder
-from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
-from .style import Theme
+from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, format_for_path, render_source
+from .style import Direction, Theme
 from .walk import Params, walk
 
 
@@ -56,7 +57,7 @@ def make_dot(
     show_saved: bool = False,
     max_attr_chars: int = 50,
     *,
-    direction: str = "TB",
+    direction: Direction = "TB",
     show_no_grad: bool = True,
     show_device: bool = False,
     theme: Optional[Theme] = None,
@@ -69,7 +70,7 @@ def make_dot(
     diagnose: Union[bool, Sequence[Finding]] = False,
     grad_colors: Params = None,
     split_shared: bool = True,
-    layout: str = "dot",
+    layout: LayoutName = "dot",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
@@ -165,7 +166,7 @@ class LaidOut(NamedTuple):
 
 
 def lay_out(
-    graph: AutogradGraph, *, layout: str = "auto", layout_budget: float = DEFAULT_LAYOUT_BUDGET, **dot_options: Any
+    graph: AutogradGraph, *, layout: LayoutName = "auto", layout_budget: float = DEFAULT_LAYOUT_BUDGET, **dot_options: Any
 ) -> LaidOut:
     """The DOT body of ``graph`` (``dot_options`` as for ``to_dot``), laid out as ``layout`` says.
 
@@ -203,9 +204,9 @@ def render(
     path: PathLike,
     params: Params = None,
     *,
-    format: Optional[str] = None,
+    format: Optional[OutputFormat] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    layout: str = "auto",
+    layout: LayoutName = "auto",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
     **make_dot_options: Any,
 ) -> Path:

@@ -28,7 +28,7 @@ from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
-from .layout import LAYOUTS, collapse_to_fit
+from .layout import LAYOUTS, check_layout, collapse_to_fit
 from .style import DIRECTIONS
 from .record import Recorder, record
 from .walk import walk
@@ -450,7 +450,7 @@ def _draw(
         progress(f"collapsed to depth {depth}: {len(graph.nodes)} nodes")
     if depth is not None:
         dot_options = dict(dot_options, node_styles=None)  # the walked graph's ids: gone into boxes
-    laid_out = lay_out(graph, layout=layout, **dot_options)
+    laid_out = lay_out(graph, layout=check_layout(layout), **dot_options)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
         click.echo(f"note: {laid_out.note}", err=True)
     source = digraph(laid_out.lines)

@@ -28,7 +28,7 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from operator import itemgetter
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Literal, NamedTuple, Optional, Sequence, Tuple, cast
 
 from .collapse import collapse
 from .errors import OptionError
@@ -55,6 +55,7 @@ from .style import GRAPH_ATTRS
 DEFAULT_MAX_USES = 8
 
 LAYOUTS = ("auto", "dot", "fixed")
+LayoutName = Literal["auto", "dot", "fixed"]
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
 SIMPLEX_SECONDS = 3e-8
@@ -113,6 +114,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     # The result is built as columns too: node i's copies sit one after another
     # from index at[i], and a parameter's copies share its content tuple.
     ids = graph.columns().ids
+    assert ids is not None  # columns() fills them in
     new_ids: List[str] = []
     new_contents: List[tuple] = []
     at: List[int] = []
@@ -241,10 +243,10 @@ def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[in
     return widths
 
 
-def check_layout(layout: str) -> str:
+def check_layout(layout: str) -> LayoutName:
     if layout not in LAYOUTS:
         raise OptionError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
-    return layout
+    return cast(LayoutName, layout)
 
 
 def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET) -> Tuple[str, str]:
@@ -333,7 +335,7 @@ BAND_GAP = 100.0  # between two bands, beside the gap each box keeps
 
 def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
     """``graph`` less the nodes the DOT leaves out and their edges (``graph`` itself when none is)."""
-    hidden = set()
+    hidden: set[str] = set()
     # The kinds present, in one C-level pass over the columns: most graphs have no
     # saved tensors to hide, and then nothing is scanned node by node.
     kinds = set(map(itemgetter(0), graph.columns(fill_ids=False).contents))
@@ -646,6 +648,7 @@ def _pack(layer: List[int], wanted: Sequence[Optional[float]], breadth: List[flo
             x = edge + NODE_GAP + half
         centre[i] = x
         edge = x + half
+    assert edge is not None  # the layer has a node
     middle = (centre[layer[0]] - breadth[layer[0]] / 2 + edge) / 2
     for i in layer:
         centre[i] -= middle

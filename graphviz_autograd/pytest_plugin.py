@@ -63,9 +63,12 @@ import re
 import shlex
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Union
 
 import pytest
+
+if TYPE_CHECKING:
+    from .style import Theme
 
 GoldenKind = Literal["structure", "drawing"]
 GOLDEN_KINDS: tuple[GoldenKind, ...] = ("structure", "drawing")
@@ -228,7 +231,7 @@ class GoldenChecker:
         name: str,
         *,
         directory: Optional[Union[os.PathLike[str], str]] = None,
-        theme: Optional[Mapping[str, Any]] = None,
+        theme: Optional[Theme] = None,
     ) -> None:
         """Compare DOT text with the golden file ``<name>.dot``.
 
@@ -402,7 +405,7 @@ def _format_note(expected: str, obtained: str) -> str:
 # --- the summary of a mismatch -----------------------------------------------------
 
 
-def graph_summary(expected: str, obtained: str, theme: Optional[Mapping[str, Any]] = None) -> str:
+def graph_summary(expected: str, obtained: str, theme: Optional[Theme] = None) -> str:
     """What changed between two DOT texts this package drew, by node kind.
 
     >>> old = 'digraph {\\n\\tn0 [fillcolor=lightgrey label=MulBackward0]\\n}\\n'
@@ -476,7 +479,7 @@ def _change(sign: str, text: str, count: int, counted: bool) -> str:
     return "; ".join([f"{sign}{text}"] * count)
 
 
-def _drawn_nodes(source: str, theme: Optional[Mapping[str, Any]]) -> dict[str, Counter[str]]:
+def _drawn_nodes(source: str, theme: Optional[Theme]) -> dict[str, Counter[str]]:
     """Node texts in three groups (ops by name, named parameters, everything else).
 
     A node's kind is read from its style attributes, which style.py sets per kind.

@@ -15,13 +15,15 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
 FORMATS = ("dot", "svg", "pdf", "png")
+# What format= takes (upper case and a leading dot are accepted too).
+OutputFormat = Literal["dot", "gv", "svg", "pdf", "png"]
 DEFAULT_TIMEOUT = 600.0
 # Graphviz programs we run, with their arguments. "neato" draws DOT whose nodes all
 # carry a position in points (the fixed layout) and lays out nothing itself (-n2).
