@@ -89,7 +89,8 @@ def main() -> None:
     "--format",
     "output_format",
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
-    help="Output format, whatever the suffix of -o. json is the walked graph as plain data.",
+    help="Output format, for -o - or a name whose suffix names none; one that contradicts the suffix "
+    "is an error. json is the walked graph as plain data.",
 )
 @_model_run_options
 @click.option(
@@ -381,8 +382,14 @@ def _output_and_format(spec: ModelSpec, output: Optional[str], output_format: Op
     if output is None:
         fmt = fmt or DEFAULT_FORMAT
         return Path(f"{spec.stem}.{fmt}"), fmt
+    suffix = Path(output).suffix.lower()
+    named = OUTPUT_SUFFIXES.get(suffix)
+    if fmt is not None and named is not None and named != fmt:
+        raise click.UsageError(
+            f"--format {fmt} contradicts the suffix of -o {output!r} ({suffix} is {named}); "
+            f"drop one of them, or end the name in .{fmt}."
+        )
     if fmt is None:
-        suffix = Path(output).suffix.lower()
         if suffix not in OUTPUT_SUFFIXES:
             raise click.BadParameter(
                 f"cannot tell the format of {output!r} from its suffix ({suffix or 'none'}); end the name "
