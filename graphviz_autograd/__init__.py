@@ -40,26 +40,56 @@ _HOMES = {
     "walk": "walk",
 }
 
-__all__ = list(_HOMES)
+# Written out, not computed from _HOMES, so that type checkers read it (a test
+# keeps the two equal).
+__all__ = [
+    "AutogradGraph",
+    "Edge",
+    "Finding",
+    "ModuleInfo",
+    "GraphvizAutogradError",
+    "GraphvizNotFoundError",
+    "InputTypeError",
+    "Node",
+    "NoGraphError",
+    "OptionError",
+    "OutputPathError",
+    "Recorder",
+    "RenderError",
+    "check",
+    "collapse",
+    "explore",
+    "make_dot",
+    "record",
+    "render",
+    "to_dot",
+    "walk",
+]
 
 if TYPE_CHECKING:
-    from .api import make_dot, render
-    from .collapse import collapse
-    from .diagnose import Finding, check
-    from .dot import to_dot
-    from .explore import explore
-    from .errors import (
-        GraphvizAutogradError,
-        GraphvizNotFoundError,
-        InputTypeError,
-        NoGraphError,
-        OptionError,
-        OutputPathError,
-        RenderError,
-    )
-    from .graph import AutogradGraph, Edge, ModuleInfo, Node
-    from .record import Recorder, record
-    from .walk import walk
+    # "import X as X" marks a re-export for type checkers (mypy --strict); at run
+    # time __getattr__ below imports each name when it is first read.
+    from .api import make_dot as make_dot
+    from .api import render as render
+    from .collapse import collapse as collapse
+    from .diagnose import Finding as Finding
+    from .diagnose import check as check
+    from .dot import to_dot as to_dot
+    from .explore import explore as explore
+    from .errors import GraphvizAutogradError as GraphvizAutogradError
+    from .errors import GraphvizNotFoundError as GraphvizNotFoundError
+    from .errors import InputTypeError as InputTypeError
+    from .errors import NoGraphError as NoGraphError
+    from .errors import OptionError as OptionError
+    from .errors import OutputPathError as OutputPathError
+    from .errors import RenderError as RenderError
+    from .graph import AutogradGraph as AutogradGraph
+    from .graph import Edge as Edge
+    from .graph import ModuleInfo as ModuleInfo
+    from .graph import Node as Node
+    from .record import Recorder as Recorder
+    from .record import record as record
+    from .walk import walk as walk
 
 
 def _public(name: str) -> Any:

@@ -35,12 +35,12 @@ from .dot import body_lines
 from .errors import OptionError
 from .graph import AutogradGraph
 from .layout import choose_layout, fixed_layout_lines
-from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, draw_options
-from .record import Recorder
-from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
-from .style import Theme
-from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .naming import Params
+from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, LayoutName, draw_options
+from .record import Recorder
+from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, format_for_path, render_source
+from .style import Direction, Theme
+from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .walk import walk
 
 
@@ -51,7 +51,7 @@ def make_dot(
     show_saved: bool = False,
     max_attr_chars: int = 50,
     *,
-    direction: str = "TB",
+    direction: Direction = "TB",
     show_no_grad: bool = True,
     show_device: bool = False,
     theme: Optional[Theme] = None,
@@ -64,7 +64,7 @@ def make_dot(
     diagnose: Union[bool, Sequence[Finding]] = False,
     grad_colors: Params = None,
     split_shared: bool = True,
-    layout: str = "dot",
+    layout: LayoutName = "dot",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
@@ -199,9 +199,9 @@ def render(
     path: PathLike,
     params: Params = None,
     *,
-    format: Optional[str] = None,
+    format: Optional[OutputFormat] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    layout: str = "auto",
+    layout: LayoutName = "auto",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
     **make_dot_options: Any,
 ) -> Path:

@@ -18,7 +18,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import click
 
@@ -91,7 +91,8 @@ def main() -> None:
     "--format",
     "output_format",
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
-    help="Output format, whatever the suffix of -o. json is the walked graph as plain data.",
+    help="Output format, for -o - or a name whose suffix names none; one that contradicts the suffix "
+    "is an error. json is the walked graph as plain data.",
 )
 @_model_run_options
 @click.option(
@@ -233,6 +234,7 @@ def render(
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, show_attrs=show_attrs, timeout=timeout)
+                assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
                 return
@@ -395,8 +397,14 @@ def _output_and_format(spec: ModelSpec, output: Optional[str], output_format: Op
     if output is None:
         fmt = fmt or DEFAULT_FORMAT
         return Path(f"{spec.stem}.{fmt}"), fmt
+    suffix = Path(output).suffix.lower()
+    named = OUTPUT_SUFFIXES.get(suffix)
+    if fmt is not None and named is not None and named != fmt:
+        raise click.UsageError(
+            f"--format {fmt} contradicts the suffix of -o {output!r} ({suffix} is {named}); "
+            f"drop one of them, or end the name in .{fmt}."
+        )
     if fmt is None:
-        suffix = Path(output).suffix.lower()
         if suffix not in OUTPUT_SUFFIXES:
             raise click.BadParameter(
                 f"cannot tell the format of {output!r} from its suffix ({suffix or 'none'}); end the name "
@@ -439,7 +447,8 @@ def _draw(
 
     progress("walking the autograd graph...")
     started = time.perf_counter()
-    node_styles, notes = None, ()
+    node_styles: Optional[dict[str, dict[str, str]]] = None
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = ()
     with _model_named_in_errors(loaded):
         if diagnose:
             examination = _examine(

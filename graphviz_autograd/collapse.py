@@ -221,14 +221,15 @@ def _fold(tree: _ModuleTree, members: dict[str, list[Node]]) -> dict[str, str]:
     for parent in sorted(parents, key=lambda p: tree.order.get(p, -1)):
         run: list[str] = []
         previous = None
-        for child in tree.children.get(parent, []) + [None]:  # type: ignore[operator]
+        children: list[Optional[str]] = [*tree.children.get(parent, []), None]  # None ends the last run
+        for child in children:
             signature = _signature(tree.info[child], members[child]) if child in members else None
-            if signature is not None and signature == previous:
+            if child is not None and signature is not None and signature == previous:
                 run.append(child)
                 continue
             if len(run) > 1:
                 folded_into.update((path, run[0]) for path in run)
-            run = [child] if signature is not None else []
+            run = [child] if child is not None and signature is not None else []
             previous = signature
     return folded_into
 

@@ -97,7 +97,7 @@ class Finding(NamedTuple):
     nodes: tuple[str, ...] = ()
     subject: str = ""
 
-    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, Any]:
         return {
             "severity": self.severity,
             "code": self.code,
@@ -251,7 +251,13 @@ class _KnownTensors:
         data: list[tuple[str, torch.Tensor]] = []
         if params is not None:
             parameter_names(params)  # validates, with the walk's messages
-            for name, tensor in params.items() if isinstance(params, Mapping) else params:
+            if isinstance(params, Mapping):
+                given: Iterable[Any] = params.items()
+            elif isinstance(params, torch.nn.Module):  # params= a second module beside model=
+                given = params.named_parameters(remove_duplicate=False)
+            else:
+                given = params
+            for name, tensor in given:
                 # A plain tensor without grad among params (an input, a buffer) names a leaf, not a weight.
                 is_weight = isinstance(tensor, torch.nn.Parameter) or tensor.requires_grad
                 (pairs if is_weight else data).append((str(name), tensor))
@@ -653,11 +659,12 @@ def format_bytes(size: int) -> str:
     """
     if size < 1024:
         return f"{size} B"
+    amount = float(size)
     for unit in ("KiB", "MiB", "GiB"):
-        size /= 1024
-        if size < 1024 or unit == "GiB":
+        amount /= 1024
+        if amount < 1024 or unit == "GiB":
             break
-    return f"{size:.1f} {unit}"
+    return f"{amount:.1f} {unit}"
 
 
 def _shape(shape: Optional[tuple[int, ...]]) -> str:

@@ -23,7 +23,7 @@ import functools
 import re
 from functools import partial
 from operator import is_not, itemgetter
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
 
 from .collapse import collapse
 from .describe import describe, module_label_lines, shape_text, tensor_headline
@@ -42,6 +42,7 @@ from .graph import (
     Columns,
     ModuleInfo,
     Node,
+    Shape,
     new_record,
     cut_location,
 )
@@ -161,7 +162,9 @@ def read_label(written: str) -> list[str]:
     """
     if not written.startswith('"'):
         return [written]
-    lines, line, chars, i = [], [], written[1:-1], 0
+    lines: list[str] = []
+    line: list[str] = []
+    chars, i = written[1:-1], 0
     while i < len(chars):
         char = chars[i]
         if char == "\\" and i + 1 < len(chars):
@@ -274,7 +277,8 @@ def body_lines(
         tail.extend(_note_lines(notes))
     if _braces:
         tail.append("}\n")
-    in_runs = bool(_join_every)
+    run_length = _join_every or 0
+    in_runs = run_length > 0
     columns = writer.columns
     if clusters and graph.modules:
         out.extend(_cluster_lines(columns, graph.modules, writer))
@@ -282,12 +286,12 @@ def body_lines(
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
-        out.extend("".join(writer.node_lines(range(i, min(i + _join_every, count)))) for i in range(0, count, _join_every))
+        out.extend("".join(writer.node_lines(range(i, min(i + run_length, count)))) for i in range(0, count, run_length))
     else:
         out.extend(writer.node_lines(range(len(columns.contents))))
     if in_runs:
         count = len(columns.links)
-        out.extend("".join(_edge_lines(columns, show_shapes, i, i + _join_every)) for i in range(0, count, _join_every))
+        out.extend("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
     else:
         out.extend(_edge_lines(columns, show_shapes))
     out.extend(tail)
@@ -317,6 +321,7 @@ def _edge_line_ends() -> dict[str, str]:
 def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
     """The lines of the edges ``columns.links[start:stop]``."""
     ids = columns.ids
+    assert ids is not None  # the writer's columns have their ids filled in
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     line_ends = _edge_line_ends()
     if not show_shapes:
@@ -442,7 +447,7 @@ class _Writer:
         too), so they are written once per distinct node content and then reused:
         a million-op chain writes three, not two million.
         """
-        ids, contents = self.columns.ids, self.columns.contents
+        ids, contents = self.ids, self.columns.contents
         node_styles = self.node_styles
         if self.edge_shapes is None and not node_styles:
             by_identity = self.attrs_by_identity
@@ -453,7 +458,7 @@ class _Writer:
                 )
             else:
                 pairs = [(ids[i], contents[i]) for i in indices]
-            lines = []
+            lines: list[str] = []
             add_line = lines.append
             for node_id, content in pairs:
                 attrs = known(id(content))
@@ -468,9 +473,16 @@ class _Writer:
         """The columns with every id filled in, built when first read."""
         return self.graph.columns()
 
+    @functools.cached_property
+    def ids(self) -> list[str]:
+        """The node ids of :attr:`columns`."""
+        ids = self.columns.ids
+        assert ids is not None  # columns() fills them in
+        return ids
+
     def styled_node_line(self, index: int) -> str:
         """A node's line when some node has a style of its own or edges have shapes."""
-        node_id, content = self.columns.ids[index], self.columns.contents[index]
+        node_id, content = self.ids[index], self.columns.contents[index]
         if node_id in self.node_styles:  # drawn apart: not cached
             return f"\t{node_id} {self.node_attrs(new_record(Node, (node_id, *content)), self.node_styles[node_id])}\n"
         key = content if self.edge_shapes is None else (content, self.edge_shapes.get(node_id))
@@ -508,7 +520,8 @@ class _Writer:
         kind, rest = key[0], key[1:]
         found = []
         for dims in (1, 2):
-            node = Node("", kind, _NAME_MARK, (_SHAPE_MARK,) * dims, *rest)
+            # The marks stand where the shape's numbers go: its text shows where they are.
+            node = Node("", kind, _NAME_MARK, cast(Shape, (_SHAPE_MARK,) * dims), *rest)
             try:
                 written = self.overlaid_attrs(node, {})
             except Exception:  # noqa: BLE001 - shape text used as numbers: written in full instead
@@ -667,7 +680,8 @@ class _Writer:
         return [self.cut_name(node.label), f"at {where}"] if where else [self.cut_name(node.label)]
 
     def tooltip_lines(self, node: Node) -> list[str]:
-        ins, outs = (), ()
+        ins: Sequence[str] = ()
+        outs: Sequence[str] = ()
         if self.edge_shapes is not None:
             ins, outs = self.edge_shapes.get(node.id, ((), ()))
         return describe(node, show_attrs=self.show_attrs, show_device=self.show_device, inputs=ins, outputs=outs)
@@ -800,6 +814,7 @@ def _edge_shapes(graph: AutogradGraph) -> Optional[dict[str, tuple[tuple[str, ..
     if next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
         return None
     ids = graph.columns().ids
+    assert ids is not None  # columns() fills them in
     ins: dict[str, list[str]] = {}
     outs: dict[str, list[str]] = {}
     texts: dict[tuple, str] = {}  # (shape, dtype) -> text: a model has far fewer shapes than edges

@@ -288,7 +288,6 @@ def explorer_data(
         return found
 
     edges_out: list[list] = []
-    shapes: dict[str, int] = {}
     # Per level: edges as (source end, target end, kind, shape text), an end being
     # ("n", node index), ("m", child level path) or ("x", outside node index).
     level_edges: dict[str, list[tuple]] = {path: [] for path in levels}
@@ -318,7 +317,7 @@ def explorer_data(
             level_edges[ct[depth]].append((("x", s, PORT_IN), inner, kind, shape))
 
     node_rows = []
-    for k, i in enumerate(shown):
+    for i in shown:
         node = nodes[i]
         node_rows.append(_node_row(node, show_attrs=show_attrs, show_device=show_device))
     level_paths = [lv.path for lv in ordered]
@@ -340,13 +339,13 @@ def explorer_data(
         ids += [index_of[saved_owner[n]] for n in finding.nodes if n in saved_owner and saved_owner[n] in index_of]
         finding_rows.append([finding.severity, finding.code, finding.message, sorted(set(ids)), finding.subject])
 
-    metrics: dict[str, dict[str, float]] = {"saved_bytes": {}, "grad_norm": {}}
+    metrics: dict[str, dict[str, Union[float, str]]] = {"saved_bytes": {}, "grad_norm": {}}
     for k, i in enumerate(shown):
         size = saved_bytes.get(nodes[i].id)
         if size:
             metrics["saved_bytes"][str(k)] = size
     if gradient_norms:
-        accumulator = {}
+        accumulator: dict[int, int] = {}
         for s, t, kind, _ in edges_out:
             if kind == DATA and nodes[shown[t]].kind == ACCUMULATE_GRAD:
                 accumulator.setdefault(s, t)
@@ -448,13 +447,13 @@ def _build_level(
             refs.append(("n", key[1]))
         else:
             run = run_of[key[1]]
-            child = levels[run[0]]
+            child_level = levels[run[0]]
             info = modules.info[run[0]]
             name = run[0][len(prefix):] if prefix and run[0].startswith(prefix) else run[0]
             if len(run) > 1:
                 last = run[-1][len(prefix):] if prefix and run[-1].startswith(prefix) else run[-1]
                 name = f"{name} \u2026 {last}"
-            items.append((BOX, name, info.type_name, len(run), child.template, child.ops, info.parameters))
+            items.append((BOX, name, info.type_name, len(run), child_level.template, child_level.ops, info.parameters))
             refs.append(("m", tuple(run)))
             for path in run:
                 box_of[path] = len(items) - 1
@@ -626,7 +625,7 @@ def _dot_source(template: dict, templates: list[dict]) -> str:
         label = "\\n".join(_dot_label(line) for line in _item_lines(item, templates))
         extra = " fontsize=11" if item[0] == BOX else ""
         lines.append(f" i{i} [label=\"{label}\"{extra}]")
-    for number, (source, target, kind, shape) in enumerate(template["edges"]):
+    for number, (source, target, _kind, shape) in enumerate(template["edges"]):
         label = f" label={quote(shape)}" if shape else ""
         lines.append(f" i{source} -> i{target} [id=e{number}{label}]")
     lines.append("}")
@@ -687,7 +686,7 @@ def _read_layout(drawn: dict, item_count: int, edge_count: int) -> dict:
 
 
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath(_WEB, name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath(_WEB).joinpath(name).read_text(encoding="utf-8")
 
 
 def embedded_json(data: Any) -> str:

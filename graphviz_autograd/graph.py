@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple
 
 # Node kinds. Plain strings so that a graph serialises to JSON as it is.
 OUTPUT = "output"  # a tensor the walk started from, named by its place in the outputs
@@ -43,6 +43,8 @@ REASON_CODES = (DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BU
 PLAIN_INPUT_REASONS = frozenset((BUFFER, REQUIRES_GRAD_FALSE, INTEGER))
 
 NODE_KINDS = (OUTPUT, OP, ACCUMULATE_GRAD, PARAMETER, LEAF, NO_GRAD, SAVED, MODULE)
+# The same kinds, for type checkers (a theme is keyed by them).
+NodeKind = Literal["output", "op", "accumulate_grad", "parameter", "leaf", "no_grad", "saved", "module"]
 
 # Edge kinds.
 DATA = "data"  # gradient flows along it (drawn input -> consumer, like the forward pass)
@@ -83,7 +85,7 @@ class Node(NamedTuple):
     note: str = ""
     module: str = ""
 
-    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "kind": self.kind,
@@ -110,7 +112,7 @@ class Edge(NamedTuple):
     shape: Optional[Shape] = None
     dtype: Optional[str] = None
 
-    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "target": self.target,
@@ -128,7 +130,7 @@ class ModuleInfo(NamedTuple):
     type_name: str
     parameters: int = 0
 
-    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "type_name": self.type_name, "parameters": self.parameters}
 
 
@@ -174,7 +176,7 @@ class AutogradGraph:
     edges: Tuple[Edge, ...]
     params_given: bool = False
     modules: Tuple[ModuleInfo, ...] = ()
-    _by_id: dict = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    _by_id: Optional[dict[str, Node]] = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_columns(
@@ -200,6 +202,7 @@ class AutogradGraph:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         columns = self.columns()
         ids = columns.ids
+        assert ids is not None  # columns() fills them in
         nodes = tuple([new_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
         edges = tuple([new_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
         object.__setattr__(self, "nodes", nodes)
@@ -225,9 +228,11 @@ class AutogradGraph:
 
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
-        if self._by_id is None:
-            object.__setattr__(self, "_by_id", {n.id: n for n in self.nodes})
-        return self._by_id[node_id]
+        by_id = self._by_id
+        if by_id is None:
+            by_id = {n.id: n for n in self.nodes}
+            object.__setattr__(self, "_by_id", by_id)
+        return by_id[node_id]
 
     def nodes_of_kind(self, *kinds: str) -> Iterator[Node]:
         return (n for n in self.nodes if n.kind in kinds)
@@ -299,10 +304,10 @@ def _columns_of(nodes: Sequence[Node], edges: Sequence[Edge]) -> Columns:
     for e in edges:
         ends = []
         for end in (e[0], e[1]):
-            i = index.get(end)
-            if i is None:
-                i = index[end] = len(ids)
+            at = index.get(end)
+            if at is None:
+                at = index[end] = len(ids)
                 ids.append(end)
-            ends.append(i)
+            ends.append(at)
         links.append((ends[0], ends[1], tuple(e[2:])))
     return Columns(ids, [tuple(n[1:]) for n in nodes], links)

@@ -511,6 +511,7 @@ def _pack(layer: List[int], wanted: Sequence[Optional[float]], breadth: List[flo
             x = edge + NODE_GAP + half
         centre[i] = x
         edge = x + half
+    assert edge is not None  # the layer has a node
     middle = (centre[layer[0]] - breadth[layer[0]] / 2 + edge) / 2
     for i in layer:
         centre[i] -= middle

@@ -63,8 +63,10 @@ def parameter_names(params: Params) -> dict[int, str]:
         # tied weight wins, as below.
         return dict(zip(map(id, reversed(params.values())), map(str, reversed(params.keys()))))
     if isinstance(params, torch.nn.Module):
-        pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
-        pairs += list(params.named_buffers(remove_duplicate=False))
+        pairs: Iterable[Any] = [
+            *params.named_parameters(remove_duplicate=False),
+            *params.named_buffers(remove_duplicate=False),
+        ]
     elif isinstance(params, Mapping):
         pairs = params.items()
     elif isinstance(params, (str, bytes, torch.Tensor)) or not hasattr(params, "__iter__"):

@@ -17,22 +17,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Literal, Optional, cast
 
 from .collapse import check_depth
 from .errors import OptionError
 from .style import Theme, check_direction, resolve_theme
 
 LAYOUTS = ("auto", "dot", "fixed")
+LayoutName = Literal["auto", "dot", "fixed"]
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
 DEFAULT_LAYOUT_BUDGET = 10.0
 
 
-def check_layout(layout: str) -> str:
+def check_layout(layout: str) -> LayoutName:
     """``layout`` if it is one of :data:`LAYOUTS`; OptionError otherwise."""
     if layout not in LAYOUTS:
         raise OptionError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
-    return layout
+    return cast(LayoutName, layout)
 
 
 @dataclass(frozen=True)

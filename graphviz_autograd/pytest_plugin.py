@@ -1,56 +1,90 @@
 """Golden-file tests of autograd graphs, as a pytest plugin.
 
-Installed with the package (entry point ``pytest11``). In a test::
+Installed with the package (entry point ``pytest11``). In a test module
+``tests/test_models.py``::
 
     def test_mlp_graph(autograd_golden):
         model = MLP()
         autograd_golden.check(model(torch.randn(2, 4)).sum(), "mlp", model=model)
 
-compares the graph's DOT with ``tests/golden/mlp.dot``.
+compares the graph with ``tests/golden/test_models/mlp.graph.txt``.
+
+What a golden file holds (the ini option ``autograd_golden_kind``):
+
+- ``structure`` (the default): what the graph is, in the canonical text of
+  :mod:`graphviz_autograd.structure`: ops and how they connect, parameter,
+  input and output names, shapes and dtypes, where gradient is cut and why,
+  which module made each node. Nothing of the drawing (colours, themes,
+  tooltips), so a release that changes how graphs look keeps these files valid.
+  Only the options of ``check`` that change what is shown (``show_attrs``,
+  ``show_saved``, ``show_no_grad``, ``show_device``, ``show_shapes``, ``depth``,
+  ``fold_repeated``) change it. File ``<name>.graph.txt``.
+- ``drawing``: the whole DOT that ``make_dot`` writes, to pin the picture
+  itself. File ``<name>.dot``. ``check(..., kind="drawing")`` chooses per call.
+
+Where golden files live: under the folder of the ini option
+``autograd_golden_dir`` (default ``tests/golden``, taken from the rootdir), one
+folder per test module, named after the module's path from the folder that
+holds the golden folder (or from the rootdir): ``tests/unit/test_a.py`` checks
+``tests/golden/unit/test_a/<name>.graph.txt``. With the ini option
+``autograd_golden_per_module = false`` all files share the golden folder, as
+``directory=`` in a call does for its folder. One golden file checked by two
+tests is an error.
 
 - A missing golden file fails with its path and the command that creates it.
 - A mismatch fails with a summary (ops added and removed by kind, parameters
-  added and removed, other nodes, the edge count) over a unified diff of the
-  DOT, and leaves the new DOT in ``mlp.obtained.dot`` beside the golden file.
+  added and removed, other nodes, the edge count) over a unified diff, and
+  leaves the new text in ``mlp.obtained.graph.txt`` beside the golden file.
 - ``pytest --update-golden`` writes the golden files instead of comparing, and
   the terminal summary lists the files it created or changed (under pytest-xdist
-  too: each test's writes travel in its report).
+  too: each test's writes travel in its report), then the golden files no test
+  used. ``--remove-unused-golden`` deletes those. Files are looked at only where
+  the run could have used them: the folders of test modules that ran whole,
+  and all of the golden folder when the whole suite ran (no paths, ``-k`` or
+  ``-m`` selection, no golden test skipped) and passed.
 
-The folder is the ini option ``autograd_golden_dir`` (default ``tests/golden``),
-or ``directory=`` in a call; a relative folder is taken from the rootdir. The
-option and file names are namespaced so as not to clash with snapshot plugins.
-The diff is plain text, never coloured, so it reads the same in a log, in
-JUnit XML and under ``NO_COLOR``; pytest's own colours follow ``--color`` and
-``NO_COLOR`` as usual.
+The option and file names are namespaced so as not to clash with snapshot
+plugins. The diff is plain text, never coloured, so it reads the same in a log,
+in JUnit XML and under ``NO_COLOR``.
 
-The DOT compared is canonical. It holds op names, parameter and output names,
-shapes, dtypes other than float32, the walk's structure (node ids ``n0, n1, ...``
-in walk order) and the options passed to ``check``. It holds no device (unless
-``show_device=True``: the same test passes with CPU and CUDA tensors), no memory
-address, version, path or time, so it is the same in every process and Python
-version. A PyTorch release that renames a backward op (``AddmmBackward0``)
-changes it, as it should.
+Both kinds hold no device (unless ``show_device=True``: the same test passes
+with CPU and CUDA tensors), no memory address, version, path or time, so they
+are the same in every process and Python version. A PyTorch release that
+renames a backward op (``AddmmBackward0``) changes them, as it should.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
+import json
 import os
 import re
 import shlex
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Union
 
 import pytest
 
+if TYPE_CHECKING:
+    from .style import Theme
+
+GoldenKind = Literal["structure", "drawing"]
+GOLDEN_KINDS: tuple[GoldenKind, ...] = ("structure", "drawing")
+SUFFIXES: dict[str, str] = {"structure": ".graph.txt", "drawing": ".dot"}
 DEFAULT_DIR = "tests/golden"
 UPDATE_FLAG = "--update-golden"
+REMOVE_FLAG = "--remove-unused-golden"
 MAX_DIFF_LINES = 200
 
-# A check's outcome travels to the controller (under xdist) as a user property.
+# A check's outcome travels to the controller (under xdist) as a user property,
+# and so does the golden folder of each test that uses the fixture.
 _PROPERTY = "autograd_golden"
+_FOLDER_PROPERTY = "autograd_golden_folder"
+_WORKER_OUTPUT = "autograd_golden_deselected"
 _REPORT_PLUGIN = "graphviz-autograd-golden-report"
+_FIXTURE = "autograd_golden"
 
 _NODE_LINE = re.compile(r"^\t+(n\d+(?:_\d+)?) \[(.*)\]$", re.MULTILINE)  # n8_2: a shared parameter's copy; nodes in clusters are indented more
 _EDGE_LINE = re.compile(r"^\tn[\d_]+ -> n[\d_]+", re.MULTILINE)
@@ -64,31 +98,86 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         UPDATE_FLAG,
         action="store_true",
         default=False,
-        help="write golden DOT files for autograd_golden checks instead of comparing them",
+        help="write golden files for autograd_golden checks instead of comparing them, and list the ones no test used",
     )
-    parser.addini("autograd_golden_dir", help="folder of golden DOT files, relative to the rootdir", default=DEFAULT_DIR)
+    group.addoption(
+        REMOVE_FLAG,
+        action="store_true",
+        default=False,
+        help=f"with {UPDATE_FLAG}: delete the golden files no test used",
+    )
+    parser.addini("autograd_golden_dir", help="folder of golden files, relative to the rootdir", default=DEFAULT_DIR)
+    parser.addini(
+        "autograd_golden_kind",
+        help="what a golden file holds: structure (the graph, default) or drawing (the whole DOT)",
+        default="structure",
+    )
+    parser.addini(
+        "autograd_golden_per_module",
+        type="bool",
+        help="one folder of golden files per test module (default true)",
+        default=True,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(GoldenReport(), _REPORT_PLUGIN)
+    kind = config.getini("autograd_golden_kind")
+    if kind not in GOLDEN_KINDS:
+        raise pytest.UsageError(f"autograd_golden_kind must be structure or drawing; got {kind!r}.")
+    if config.getoption(REMOVE_FLAG) and not config.getoption(UPDATE_FLAG):
+        raise pytest.UsageError(f"{REMOVE_FLAG} goes with {UPDATE_FLAG}: run pytest {UPDATE_FLAG} {REMOVE_FLAG}.")
+    config.pluginmanager.register(GoldenReport(config), _REPORT_PLUGIN)
+
+
+def golden_root(config: pytest.Config) -> Path:
+    return config.rootpath / config.getini("autograd_golden_dir")
+
+
+def module_folder(root: Path, rootpath: Path, module: Path) -> Path:
+    """The golden folder of a test module: its path without ``.py``, from the folder
+    that holds ``root`` when it lies there, else from ``rootpath``.
+
+    >>> module_folder(Path("/p/tests/golden"), Path("/p"), Path("/p/tests/unit/test_a.py")).as_posix()
+    '/p/tests/golden/unit/test_a'
+    >>> module_folder(Path("/p/tests/golden"), Path("/p"), Path("/p/other/test_b.py")).as_posix()
+    '/p/tests/golden/other/test_b'
+    """
+    for base in (root.parent, rootpath):
+        try:
+            relative = module.relative_to(base)
+        except ValueError:
+            continue
+        return root / relative.with_suffix("")
+    return root / module.stem
+
+
+def _test_folder(config: pytest.Config, module: Path) -> Path:
+    root = golden_root(config)
+    if not config.getini("autograd_golden_per_module"):
+        return root
+    return module_folder(root, config.rootpath, module)
 
 
 class GoldenChecker:
-    """Compares DOT with golden files; one per test (the ``autograd_golden`` fixture).
+    """Compares graphs with golden files; one per test (the ``autograd_golden`` fixture).
 
-    ``record(status, path)`` is told the outcome of each check: created,
-    updated, unchanged, missing or differs.
+    ``directory`` is this test's golden folder. ``record(status, path)`` is told the
+    outcome of each check: created, updated, unchanged, missing or differs.
+    ``claim(path)`` returns the test that checked ``path`` before, if another did.
     """
 
     def __init__(
         self,
-        directory: Path,
+        directory: Union[os.PathLike[str], str],
         update: bool,
         validate: bool = True,
         *,
         rootpath: Optional[Path] = None,
         nodeid: Optional[str] = None,
         record: Optional[Callable[[str, Path], None]] = None,
+        kind: GoldenKind = "structure",
+        claim: Optional[Callable[[Path], Optional[str]]] = None,
+        golden_root: Optional[Path] = None,
     ):
         self.directory = Path(directory)
         self.update = update
@@ -96,6 +185,9 @@ class GoldenChecker:
         self.rootpath = Path(rootpath) if rootpath is not None else None
         self.nodeid = nodeid
         self.record = record or (lambda status, path: None)
+        self.kind = _check_kind(kind)
+        self.claim = claim or (lambda path: None)
+        self.golden_root = golden_root
         self.written: list[Path] = []
 
     def check(
@@ -105,50 +197,79 @@ class GoldenChecker:
         *,
         params: Any = None,
         model: Any = None,
-        directory: Optional[os.PathLike | str] = None,
+        directory: Optional[Union[os.PathLike[str], str]] = None,
+        kind: Optional[GoldenKind] = None,
         **make_dot_options: Any,
     ) -> str:
-        """Walk ``outputs`` (or take an AutogradGraph), draw DOT and compare it with ``<name>.dot``.
+        """Walk ``outputs`` (or take an AutogradGraph) and compare it with the golden file ``name``.
 
         ``model`` is a synonym of ``params`` that reads better for modules.
-        ``make_dot_options`` (``show_attrs``, ``theme``, ...) go to ``make_dot``.
-        Returns the DOT.
+        ``make_dot_options`` (``show_attrs``, ``depth``, ``theme``, ...) are
+        ``make_dot``'s. ``kind`` (``"structure"`` or ``"drawing"``) overrides the
+        ini option for this call. Returns the text compared.
         """
         from .api import make_dot
         from .errors import InputTypeError
 
         if params is not None and model is not None:
             raise InputTypeError("autograd_golden.check() takes params= or model=, not both.")
-        source = make_dot(outputs, params if params is not None else model, **make_dot_options).source
-        self.check_dot(source, name, directory=directory, theme=make_dot_options.get("theme"))
-        return source
+        if params is None:
+            params = model
+        kind = self.kind if kind is None else _check_kind(kind)
+        if kind == "drawing":
+            source = make_dot(outputs, params, **make_dot_options).source
+            self.check_dot(source, name, directory=directory, theme=make_dot_options.get("theme"))
+            return source
+        inspect.signature(make_dot).bind(outputs, params, **make_dot_options)  # a misspelt option is a TypeError
+        text = _structure(outputs, params, make_dot_options)
+        self._compare(text, name, SUFFIXES["structure"], directory, structure_summary)
+        return text
 
     def check_dot(
         self,
         source: str,
         name: str,
         *,
-        directory: Optional[os.PathLike | str] = None,
-        theme: Optional[Mapping] = None,
+        directory: Optional[Union[os.PathLike[str], str]] = None,
+        theme: Optional[Theme] = None,
     ) -> None:
         """Compare DOT text with the golden file ``<name>.dot``.
 
         ``theme``, when the DOT was drawn with one, lets a mismatch tell node kinds apart.
         """
+        if self.validate:
+            _check_graphviz_parses(source, name)
+        self._compare(
+            source, name, SUFFIXES["drawing"], directory, lambda expected, obtained: graph_summary(expected, obtained, theme)
+        )
+
+    def _compare(
+        self,
+        text: str,
+        name: str,
+        suffix: str,
+        directory: Optional[Union[os.PathLike[str], str]],
+        summary: Callable[[str, str], str],
+    ) -> None:
         from .render import write_atomic
 
         folder = self.folder(directory)
-        golden = folder / f"{name}.dot"
-        obtained = folder / f"{name}.obtained.dot"
-        if self.validate:
-            _check_graphviz_parses(source, name)
+        golden = folder / f"{name}{suffix}"
+        obtained = folder / f"{name}.obtained{suffix}"
+        other = self.claim(golden)
+        if other is not None:
+            pytest.fail(
+                f"Golden file {self.shown(golden)} is checked by two tests, {other} and {self.nodeid}: "
+                "give one of the checks another name.",
+                pytrace=False,
+            )
         if self.update:
             existed = golden.is_file()
-            if existed and golden.read_text(encoding="utf-8") == source:
+            if existed and golden.read_text(encoding="utf-8") == text:
                 self.record("unchanged", golden)
             else:
                 golden.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(golden, source.encode("utf-8"))
+                write_atomic(golden, text.encode("utf-8"))
                 self.written.append(golden)
                 self.record("updated" if existed else "created", golden)
             obtained.unlink(missing_ok=True)
@@ -156,19 +277,34 @@ class GoldenChecker:
         if not golden.is_file():
             self.record("missing", golden)
             pytest.fail(
-                f"Golden file {self.shown(golden)} does not exist. Create it by running"
+                f"Golden file {self.shown(golden)} does not exist.{self.earlier_file(name, golden)} Create it by running"
                 f"{self.from_rootdir()}:\n    {self.update_command()}\nthen review it and commit it.",
                 pytrace=False,
             )
         expected = golden.read_text(encoding="utf-8")
-        if expected == source:
+        if expected == text:
             obtained.unlink(missing_ok=True)
             return
-        write_atomic(obtained, source.encode("utf-8"))
+        write_atomic(obtained, text.encode("utf-8"))
         self.record("differs", golden)
-        pytest.fail(self.mismatch_report(name, golden, obtained, expected, source, theme), pytrace=False)
+        pytest.fail(self.mismatch_report(name, golden, obtained, expected, text, summary), pytrace=False)
 
-    def folder(self, directory: Optional[os.PathLike | str]) -> Path:
+    def earlier_file(self, name: str, golden: Path) -> str:
+        """A note when a golden file of an earlier layout or kind stands where this one is looked for."""
+        places = [golden.parent]
+        if self.golden_root is not None and self.golden_root != golden.parent:
+            places.append(self.golden_root)
+        for place in places:
+            for suffix in SUFFIXES.values():
+                earlier = place / f"{name}{suffix}"
+                if earlier != golden and earlier.is_file():
+                    return (
+                        f" {self.shown(earlier)} is there, from an earlier layout or kind of golden files:"
+                        f" pytest {UPDATE_FLAG} {REMOVE_FLAG} replaces all of them at once (see the README)."
+                    )
+        return ""
+
+    def folder(self, directory: Optional[Union[os.PathLike[str], str]]) -> Path:
         if directory is None:
             return self.directory
         folder = Path(directory)
@@ -193,7 +329,7 @@ class GoldenChecker:
         return f"{command} {shlex.quote(self.nodeid)}" if self.nodeid else command
 
     def mismatch_report(
-        self, name: str, golden: Path, obtained: Path, expected: str, source: str, theme: Optional[Mapping]
+        self, name: str, golden: Path, obtained: Path, expected: str, source: str, summary: Callable[[str, str], str]
     ) -> str:
         diff = list(
             difflib.unified_diff(
@@ -209,16 +345,67 @@ class GoldenChecker:
             shown.append(f"... {len(diff) - len(shown)} more diff lines; compare the two files for the rest\n")
         return (
             f"The autograd graph {name!r} differs from {self.shown(golden)}.\n"
-            f"{graph_summary(expected, source, theme)}\n"
-            f"The new DOT is in {self.shown(obtained)}. If the change is intended, run"
+            f"{_format_note(expected, source)}{summary(expected, source)}\n"
+            f"The new text is in {self.shown(obtained)}. If the change is intended, run"
             f"{self.from_rootdir()}:\n    {self.update_command()}\n\n" + "".join(shown)
         )
+
+
+def _check_kind(kind: str) -> GoldenKind:
+    if kind == "structure":
+        return "structure"
+    if kind == "drawing":
+        return "drawing"
+    raise pytest.UsageError(f"a golden file's kind is structure or drawing; got {kind!r}.")
+
+
+def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
+    """The structure text of the graph ``make_dot(outputs, params, **options)`` would draw."""
+    from .collapse import collapse
+    from .graph import AutogradGraph
+    from .structure import structure_text
+    from .walk import walk
+
+    show_attrs = bool(options.get("show_attrs", False))
+    show_saved = bool(options.get("show_saved", False))
+    show_shapes = options.get("show_shapes", False) is True
+    recorder = options.get("recorder")
+    if params is None and recorder is not None:
+        params = recorder.model
+    if isinstance(outputs, AutogradGraph):
+        graph = outputs
+    else:
+        graph = walk(
+            outputs, params, collect_saved=show_attrs or show_saved, collect_shapes=show_shapes, recorder=recorder
+        )
+    depth = options.get("depth")
+    if depth is not None:
+        graph = collapse(graph, depth, options.get("fold_repeated", True))
+    return structure_text(
+        graph,
+        show_attrs=show_attrs,
+        show_saved=show_saved,
+        show_no_grad=options.get("show_no_grad", True),
+        show_device=options.get("show_device", False),
+        show_shapes=show_shapes,
+    )
+
+
+def _format_note(expected: str, obtained: str) -> str:
+    """A line when the golden file was written in another version of the structure format."""
+    from .structure import HEADER
+
+    prefix = HEADER.rsplit(" ", 1)[0]
+    first = expected.split("\n", 1)[0].rstrip("\r")
+    if first.startswith(prefix) and first != HEADER and obtained.startswith(HEADER):
+        return f"The golden file is in another version of the format ({first[len(prefix):].strip()}); this one writes {HEADER[len(prefix):].strip()}.\n"
+    return ""
 
 
 # --- the summary of a mismatch -----------------------------------------------------
 
 
-def graph_summary(expected: str, obtained: str, theme: Optional[Mapping] = None) -> str:
+def graph_summary(expected: str, obtained: str, theme: Optional[Theme] = None) -> str:
     """What changed between two DOT texts this package drew, by node kind.
 
     >>> old = 'digraph {\\n\\tn0 [fillcolor=lightgrey label=MulBackward0]\\n}\\n'
@@ -230,6 +417,47 @@ def graph_summary(expected: str, obtained: str, theme: Optional[Mapping] = None)
     Edges: 0 -> 1.
     """
     before, after = _drawn_nodes(expected, theme), _drawn_nodes(obtained, theme)
+    return _summary(before, after, len(_EDGE_LINE.findall(expected)), len(_EDGE_LINE.findall(obtained)))
+
+
+def structure_summary(expected: str, obtained: str) -> str:
+    """What changed between two structure texts, by node kind.
+
+    >>> old = "- output loss shape=()\\n  op MulBackward0\\n"
+    >>> new = "- output loss shape=()\\n  op AddBackward0\\n  - parameter fc.bias dtype=float32 shape=(2,2)\\n"
+    >>> print(structure_summary(old, new))
+    Ops: +1 AddBackward0, -1 MulBackward0.
+    Parameters: +fc.bias (2, 2).
+    Edges: 1 -> 2.
+    """
+    from .structure import node_lines
+
+    counts = []
+    for text in (expected, obtained):
+        lines = node_lines(text)
+        groups: dict[str, Counter[str]] = {"op": Counter(), "parameter": Counter(), "other": Counter()}
+        for line in lines:
+            if line.repeat:
+                continue
+            shape = line.fields.get("shape", "").replace(",", ", ")
+            dtype = line.fields.get("dtype", "float32")
+            tensor = " ".join(part for part in (line.label, shape, "" if dtype == "float32" else dtype) if part)
+            if line.kind in ("op", "accumulate_grad", "module"):
+                groups["op"][line.label] += 1
+            elif line.kind == "parameter":
+                groups["parameter"][tensor] += 1
+            elif line.kind == "no_grad":
+                groups["other"][" ".join(["no-grad input", line.label]).strip()] += 1
+            else:
+                groups["other"][" ".join([line.kind, tensor]).strip()] += 1
+        counts.append((groups, sum(1 for line in lines if not line.root)))
+    (before, edges_before), (after, edges_after) = counts
+    return _summary(before, after, edges_before, edges_after)
+
+
+def _summary(
+    before: dict[str, Counter[str]], after: dict[str, Counter[str]], edges_before: int, edges_after: int
+) -> str:
     lines = []
     for group, title, counted in (("op", "Ops", True), ("parameter", "Parameters", False), ("other", "Other nodes", True)):
         added = after[group] - before[group]
@@ -238,7 +466,6 @@ def graph_summary(expected: str, obtained: str, theme: Optional[Mapping] = None)
         changes += [_change("-", text, n, counted) for text, n in sorted(removed.items())]
         if changes:
             lines.append(f"{title}: " + (", " if counted else "; ").join(changes) + ".")
-    edges_before, edges_after = len(_EDGE_LINE.findall(expected)), len(_EDGE_LINE.findall(obtained))
     if edges_before != edges_after:
         lines.append(f"Edges: {edges_before} -> {edges_after}.")
     if not lines:
@@ -252,7 +479,7 @@ def _change(sign: str, text: str, count: int, counted: bool) -> str:
     return "; ".join([f"{sign}{text}"] * count)
 
 
-def _drawn_nodes(source: str, theme: Optional[Mapping]) -> dict[str, Counter]:
+def _drawn_nodes(source: str, theme: Optional[Theme]) -> dict[str, Counter[str]]:
     """Node texts in three groups (ops by name, named parameters, everything else).
 
     A node's kind is read from its style attributes, which style.py sets per kind.
@@ -266,7 +493,7 @@ def _drawn_nodes(source: str, theme: Optional[Mapping]) -> dict[str, Counter]:
     except ValueError:
         styles = resolve_theme(None)
     written = [(kind, {attr_value(k): attr_value(v) for k, v in styles[kind].items()}) for kind in NODE_KINDS]
-    groups: dict[str, Counter] = {"op": Counter(), "parameter": Counter(), "other": Counter()}
+    groups: dict[str, Counter[str]] = {"op": Counter(), "parameter": Counter(), "other": Counter()}
     for match in _NODE_LINE.finditer(source):
         attrs = dict(_ATTRIBUTE.findall(match.group(2)))
         lines = read_label(attrs.pop("label", '""'))
@@ -279,7 +506,7 @@ def _drawn_nodes(source: str, theme: Optional[Mapping]) -> dict[str, Counter]:
         elif kind == NO_GRAD:
             groups["other"]["no-grad input"] += 1
         else:
-            what = {OUTPUT: "output", SAVED: "saved", PARAMETER: "leaf", LEAF: "leaf"}.get(kind, "node")
+            what = {OUTPUT: "output", SAVED: "saved", PARAMETER: "leaf", LEAF: "leaf"}.get(kind or "", "node")
             groups["other"][" ".join([what, *lines])] += 1
     return groups
 
@@ -302,55 +529,190 @@ def _check_graphviz_parses(source: str, name: str) -> None:
 
 @pytest.fixture
 def autograd_golden(request: pytest.FixtureRequest) -> GoldenChecker:
-    """Compare autograd graphs with golden DOT files; see the module docstring."""
+    """Compare autograd graphs with golden files; see the module docstring."""
     config = request.config
     node = request.node
+    claimed = config.stash.setdefault(_CLAIMED, {})
 
     def record(status: str, path: Path) -> None:
         node.user_properties.append((_PROPERTY, f"{status} {path}"))
 
+    def claim(path: Path) -> Optional[str]:
+        other = claimed.setdefault(path, node.nodeid)
+        return None if other == node.nodeid else other
+
     return GoldenChecker(
-        config.rootpath / config.getini("autograd_golden_dir"),
+        _test_folder(config, node.path),
         update=config.getoption(UPDATE_FLAG),
         rootpath=config.rootpath,
         nodeid=node.nodeid,
         record=record,
+        kind=_check_kind(config.getini("autograd_golden_kind")),
+        claim=claim,
+        golden_root=golden_root(config),
     )
 
 
-class GoldenReport:
-    """Gathers each check's outcome from the test reports, which xdist brings back from workers."""
+_CLAIMED = pytest.StashKey[dict[Path, str]]()
 
-    def __init__(self) -> None:
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Every report of a test that uses the fixture, a skip included, names its
+    # golden folder: the controller learns from them which folders a run covered.
+    if _FIXTURE in getattr(item, "fixturenames", ()) and item.config.getini("autograd_golden_per_module"):
+        item.user_properties.append((_FOLDER_PROPERTY, str(_test_folder(item.config, item.path))))
+
+
+class GoldenReport:
+    """Gathers each check's outcome from the test reports, which xdist brings back from
+    workers, and after a run with --update-golden looks for golden files no test used."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.outcomes: dict[str, str] = {}  # path -> status; later checks of a file win
+        self.checked_by: dict[str, set[str]] = {}  # path -> the tests that checked it
+        self.folders: set[str] = set()  # golden folders of the tests that ran
+        self.incomplete: set[str] = set()  # ... of which a golden test did not pass or was deselected
+        self.not_run: set[str] = set()  # golden tests that did not pass (skips too) or were deselected
+        self.unused: list[Path] = []
+        self.removed = False
+        self.not_looked: str = ""
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == _FOLDER_PROPERTY:
+                self.folders.add(str(value))
+                if report.outcome != "passed":
+                    self.incomplete.add(str(value))
+                    self.not_run.add(report.nodeid)
         if report.when != "teardown":
             return
         for key, value in report.user_properties:
             if key == _PROPERTY:
-                status, path = value.split(" ", 1)
+                status, path = str(value).split(" ", 1)
                 self.outcomes[path] = status
+                self.checked_by.setdefault(path, set()).add(report.nodeid)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if _FIXTURE in getattr(item, "fixturenames", ()):
+                self.not_run.add(item.nodeid)
+                self.incomplete.update(str(value) for key, value in item.user_properties if key == _FOLDER_PROPERTY)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # pytest-xdist: a worker's deselected golden tests, which made no report.
+        incomplete, not_run = json.loads(getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT, "[[], []]"))
+        self.incomplete.update(incomplete)
+        self.not_run.update(not_run)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        config = self.config
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:  # a pytest-xdist worker: the controller reports
+            workeroutput[_WORKER_OUTPUT] = json.dumps([sorted(self.incomplete), sorted(self.not_run)])
+            return
+        if self.collisions():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if not config.getoption(UPDATE_FLAG, default=False) or config.getoption("collectonly", default=False):
+            return
+        self.unused, self.not_looked = self.find_unused(int(exitstatus) == 0)
+        if self.unused and config.getoption(REMOVE_FLAG, default=False):
+            for path in self.unused:
+                path.unlink(missing_ok=True)
+            self.removed = True
+
+    def collisions(self) -> list[tuple[str, list[str]]]:
+        return sorted((path, sorted(tests)) for path, tests in self.checked_by.items() if len(tests) > 1)
+
+    def find_unused(self, passed: bool) -> tuple[list[Path], str]:
+        """Golden files no test of this run used, where this run could have used them,
+        and why some were not looked at ('' if all were)."""
+        if not passed:
+            return [], "the run did not pass"
+        root = golden_root(self.config)
+        used = {Path(path).resolve() for path in self.outcomes}
+        here = self.config.invocation_params.dir
+        partial = {
+            str(_test_folder(self.config, (here / str(arg).split("::")[0]).resolve()))
+            for arg in self.config.args
+            if "::" in str(arg)
+        }
+        candidates: set[Path] = set()
+        for folder in self.folders - self.incomplete - partial:
+            candidates.update(_golden_files(Path(folder), recursive=False))
+        config = self.config
+        narrowed = any(
+            config.getoption(option, default=None) for option in ("ignore", "ignore_glob", "deselect", "lf", "stepwise")
+        )
+        note = ""
+        if narrowed or not _whole_suite(config):
+            note = "paths or options chose the tests, so only the folders of test modules that ran whole were looked at"
+        elif self.not_run:
+            note = (
+                f"{len(self.not_run)} golden test(s) did not run or were skipped, so only the folders "
+                "of test modules that ran whole were looked at"
+            )
+        else:
+            candidates.update(_golden_files(root, recursive=True))
+        return sorted(path for path in candidates if path.resolve() not in used), note
 
     def lines(self, rootpath: Path, update: bool) -> list[str]:
         """The terminal summary: files written with --update-golden, else files that failed."""
         listed = sorted((_relative(path, rootpath), status) for path, status in self.outcomes.items())
+        lines = [
+            f"golden file {_relative(path, rootpath)} is checked by several tests ({', '.join(tests)}): "
+            "give each check its own name."
+            for path, tests in self.collisions()
+        ]
         if update:
             written = [(path, status) for path, status in listed if status in ("created", "updated")]
             unchanged = sum(1 for _, status in listed if status == "unchanged")
-            if not written:
-                return [f"{UPDATE_FLAG}: all {unchanged} golden file(s) were up to date."] if unchanged else []
-            return [
-                f"{UPDATE_FLAG} wrote {len(written)} golden file(s), {unchanged} unchanged; review them with git diff:",
-                *(f"  {status} {path}" for path, status in written),
-            ]
+            if written:
+                lines += [
+                    f"{UPDATE_FLAG} wrote {len(written)} golden file(s), {unchanged} unchanged; review them with git diff:",
+                    *(f"  {status} {path}" for path, status in written),
+                ]
+            elif unchanged:
+                lines.append(f"{UPDATE_FLAG}: all {unchanged} golden file(s) were up to date.")
+            if self.unused:
+                shown = [_relative(str(path), rootpath) for path in self.unused]
+                if self.removed:
+                    lines.append(f"{REMOVE_FLAG} removed {len(shown)} golden file(s) no test used:")
+                    lines += [f"  removed {path}" for path in shown]
+                else:
+                    lines.append(f"{len(shown)} golden file(s) no test used; delete them with {UPDATE_FLAG} {REMOVE_FLAG}:")
+                    lines += [f"  unused {path}" for path in shown]
+            if self.not_looked:
+                lines.append(f"Unused golden files: {self.not_looked}.")
+            return lines
         failed = [(path, status) for path, status in listed if status in ("missing", "differs")]
-        if not failed:
-            return []
-        return [
-            f"{len(failed)} golden file(s) missing or different; after review, write them with pytest {UPDATE_FLAG}:",
-            *(f"  {status} {path}" for path, status in failed),
-        ]
+        if failed:
+            lines += [
+                f"{len(failed)} golden file(s) missing or different; after review, write them with pytest {UPDATE_FLAG}:",
+                *(f"  {status} {path}" for path, status in failed),
+            ]
+        return lines
+
+
+def _whole_suite(config: pytest.Config) -> bool:
+    """Whether pytest was given no paths, so that it collected the whole suite."""
+    sources = getattr(pytest.Config, "ArgsSource", None)
+    source = getattr(config, "args_source", None)
+    return sources is not None and source is not None and source != sources.ARGS
+
+
+def _golden_files(folder: Path, recursive: bool) -> list[Path]:
+    """The golden files in ``folder`` (not the ``.obtained`` ones a mismatch leaves)."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for suffix in SUFFIXES.values():
+        pattern = f"*{suffix}"
+        for path in folder.rglob(pattern) if recursive else folder.glob(pattern):
+            if path.is_file() and not path.name.endswith(f".obtained{suffix}"):
+                found.append(path)
+    return found
 
 
 def _relative(path: str, rootpath: Path) -> str:
@@ -362,7 +724,7 @@ def _relative(path: str, rootpath: Path) -> str:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     report = config.pluginmanager.get_plugin(_REPORT_PLUGIN)
-    if report is None:
+    if report is None or hasattr(config, "workeroutput"):
         return
     lines = report.lines(config.rootpath, config.getoption(UPDATE_FLAG, default=False))
     if lines:

@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
 
@@ -23,6 +23,8 @@ from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, O
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png", ".html": "html"}
 # "html" is the explorer page (explore.py), which runs Graphviz per level itself.
 FORMATS = ("dot", "svg", "pdf", "png", "html")
+# What format= takes (upper case and a leading dot are accepted too).
+OutputFormat = Literal["dot", "gv", "svg", "pdf", "png", "html"]
 DEFAULT_TIMEOUT = 600.0
 # Graphviz programs we run, with their arguments. "neato" draws DOT whose nodes all
 # carry a position in points (the fixed layout) and lays out nothing itself (-n2).

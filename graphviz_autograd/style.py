@@ -10,7 +10,7 @@ inputs that carry no gradient as small dashed boxes.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Literal, Mapping, Optional, Union
 
 from .errors import OptionError
 from .graph import (
@@ -26,6 +26,7 @@ from .graph import (
     PARAMETER,
     SAVED,
     SAVED_BY,
+    NodeKind,
 )
 
 # nslimit=3 stops the network simplex that places nodes across the page after 3
@@ -107,8 +108,10 @@ CLUSTER_ATTRS = {"color": "gray60", "fontcolor": "gray30", "fontsize": "9", "lab
 EDGE_LABEL_ATTRS = {"fontcolor": "gray30", "fontsize": "8"}
 
 DIRECTIONS = ("TB", "LR", "BT", "RL")
+Direction = Literal["TB", "LR", "BT", "RL"]
 
-Theme = Mapping[str, Union[str, Mapping[str, str]]]
+# A node kind to a fill colour, or to Graphviz node attributes.
+Theme = Mapping[NodeKind, Union[str, Mapping[str, str]]]
 
 
 def resolve_theme(theme: Optional[Theme] = None) -> dict[str, dict[str, str]]:

@@ -64,6 +64,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     # The result is built as columns too: node i's copies sit one after another
     # from index at[i], and a parameter's copies share its content tuple.
     ids = graph.columns().ids
+    assert ids is not None  # columns() fills them in
     new_ids: List[str] = []
     new_contents: List[tuple] = []
     at: List[int] = []
@@ -117,7 +118,7 @@ def _use_label(label: str, use: int, uses: int) -> str:
 
 def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:
     """``graph`` less the nodes the DOT leaves out and their edges (``graph`` itself when none is)."""
-    hidden = set()
+    hidden: set[str] = set()
     # The kinds present, in one C-level pass over the columns: most graphs have no
     # saved tensors to hide, and then nothing is scanned node by node.
     kinds = set(map(itemgetter(0), graph.columns(fill_ids=False).contents))

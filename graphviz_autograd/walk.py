@@ -251,10 +251,11 @@ class _Walker:
             if fn is None:
                 source = self.leaf(tensor)
             else:
-                source = self.fn_index.get(fn)
-                if source is None:
-                    source = self.fn_index[fn] = self.new_index()
+                known = self.fn_index.get(fn)
+                if known is None:
+                    known = self.fn_index[fn] = self.new_index()
                     self.drain([fn])
+                source = known
             self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
@@ -499,11 +500,12 @@ class _Walker:
             index = self.new_index()
             self.contents[index] = (SAVED, name, None, None, None, (), note, "")
         else:
-            index = self.saved_index.get(id(tensor))
-            if index is None:
-                index = self.saved_index[id(tensor)] = self.new_index()
+            known = self.saved_index.get(id(tensor))
+            if known is None:
+                known = self.saved_index[id(tensor)] = self.new_index()
                 self.keep_alive.append(tensor)
-                self.contents[index] = (SAVED, name, *_tensor_meta(tensor), self.saved_as(tensor), "", "")
+                self.contents[known] = (SAVED, name, *_tensor_meta(tensor), self.saved_as(tensor), "", "")
+            index = known
         self.links.append((owner, index, _SAVED_LINK))
 
     def saved_as(self, tensor: torch.Tensor) -> tuple[tuple[str, str], ...]:

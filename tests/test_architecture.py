@@ -18,6 +18,7 @@ LAYERS = [
     "describe",
     "collapse",
     "views",
+    "structure",
     "options",
     "naming",
     "record",

@@ -206,7 +206,14 @@ def test_default_output_takes_the_format_option_as_suffix(workdir):
     json.loads((workdir / "affine.json").read_text())
 
 
-def test_format_option_wins_over_the_suffix(workdir):
+@pytest.mark.parametrize("name, fmt", [("graph.gv", "dot"), ("GRAPH.DOT", "dot"), ("graph.json", "json")])
+def test_format_option_that_agrees_with_the_suffix_is_fine(workdir, name, fmt):
+    result = invoke("render", REPO / "samples" / "affine.py", "-o", name, "--format", fmt, "-q")
+    assert result.exit_code == 0, result.output
+    assert files_in(workdir) == [name]
+
+
+def test_format_option_names_the_format_of_a_suffix_that_names_none(workdir):
     result = invoke("render", REPO / "samples" / "affine.py", "-o", "graph.txt", "--format", "dot")
     assert result.exit_code == 0, result.output
     assert (workdir / "graph.txt").read_text().startswith("digraph {")
@@ -467,6 +474,8 @@ BAD_INPUTS = [
     ("unknown-suffix", ["good.py", "-o", "out.xyz"], 2, ["'out.xyz'", "(.xyz)", ".pdf", "--format"]),
     ("output-folder-missing", ["good.py", "-o", "nowhere/out.pdf"], 1, ["the directory 'nowhere' does not exist"]),
     ("binary-to-stdout", ["good.py", "-o", "-", "--format", "pdf"], 2, ["PDF is binary"]),
+    ("format-contradicts-suffix", ["good.py", "-o", "x.svg", "--format", "pdf"], 2,
+     ["--format pdf contradicts the suffix of -o 'x.svg'", ".svg is svg"]),
     ("bad-input-shape", ["good.py", "--input-shape", "2,a"], 2, ["'2,a' is not a shape", "1,3,224,224"]),
     ("pickled-module", ["pickled.pt"], 1, ["pickled torch.save() file", "weights_only=True", "model.py",
                                            "file.py:factory", "package.module:factory", ".pt2"]),
@@ -722,3 +731,27 @@ def test_help_and_version_import_neither_torch_nor_graphviz(arguments):
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr
     assert "graphviz-autograd" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        ("graphviz-autograd render model.py --for", {"plain,--format"}),
+        ("graphviz-autograd render model.py --format ", {f"plain,{f}" for f in ("dot", "svg", "pdf", "png", "html", "json")}),
+        ("graphviz-autograd ch", {"plain,check"}),
+    ],
+)
+def test_shell_completion_as_docs_cli_md_sets_it_up(words, expected):
+    result = CliRunner().invoke(
+        main,
+        [],
+        prog_name="graphviz-autograd",
+        env={
+            "_GRAPHVIZ_AUTOGRAD_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split(" ")) - 1),
+        },
+    )
+    assert result.exit_code == 0, result.output
+    assert set(result.stdout.split()) == expected
+    assert "_GRAPHVIZ_AUTOGRAD_COMPLETE=bash_source graphviz-autograd" in (REPO / "docs" / "cli.md").read_text()

@@ -377,3 +377,11 @@ def test_make_dot_lists_the_memory_saved_for_backward_in_a_note():
     note = next(line for line in source.splitlines() if "memory saved for backward:" in line)
     assert "saves" in note and "B for backward" in note
     assert "memory saved for backward" not in make_dot(loss, model, diagnose=True).source  # nothing collected
+
+
+def test_check_takes_a_module_as_params_beside_a_model_as_it_takes_its_parameters():
+    body, head = nn.Linear(2, 2), nn.Linear(2, 1)
+    loss = head(body(torch.ones(1, 2))).sum()
+    as_dict = check(loss, model=body, params=dict(head.named_parameters()))
+    assert check(loss, model=body, params=head) == as_dict
+    assert {f.code for f in as_dict} >= {"unregistered_leaf"}  # head's weights are not the model's

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphviz_autograd import make_dot
+from graphviz_autograd import make_dot, walk
 from graphviz_autograd.pytest_plugin import MAX_DIFF_LINES, graph_summary
+from graphviz_autograd.structure import HEADER, structure_text
 
 needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
 
@@ -37,7 +38,7 @@ def test_scale(autograd_golden):
 '''
 
 
-def expected_dot(variant: str = "") -> str:
+def scale_graph(variant: str = "") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     w = torch.ones(3, requires_grad=True)
     params = {"w": w}
     y = w * 2
@@ -45,7 +46,15 @@ def expected_dot(variant: str = "") -> str:
         b = torch.ones(3, requires_grad=True)
         params["b"] = b
         y = y + b
-    return make_dot(y.sum(), params).source
+    return y.sum(), params
+
+
+def expected_dot(variant: str = "") -> str:
+    return make_dot(*scale_graph(variant)).source
+
+
+def expected_text(variant: str = "") -> str:
+    return structure_text(walk(*scale_graph(variant)))
 
 
 @pytest.fixture
@@ -68,8 +77,13 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest(*QUIET, *args)
 
 
-def golden(project: pytest.Pytester, name: str = "scale", folder: str = "tests/golden") -> Path:
-    return project.path / folder / f"{name}.dot"
+# Where the test file's golden files go: a folder per test module.
+FOLDER = "tests/golden/test_graph"
+DRAWING_INI = "[pytest]\nautograd_golden_kind = drawing\n"
+
+
+def golden(project: pytest.Pytester, name: str = "scale", folder: str = FOLDER, suffix: str = ".graph.txt") -> Path:
+    return project.path / folder / f"{name}{suffix}"
 
 
 # --- missing, update, pass --------------------------------------------------------
@@ -80,25 +94,26 @@ def test_missing_golden_file_fails_with_its_path_and_the_command_that_creates_it
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*Golden file tests/golden/scale.dot does not exist. Create it by running in *:",
+            "*Golden file tests/golden/test_graph/scale.graph.txt does not exist. Create it by running in *:",
             "*    pytest --update-golden test_graph.py::test_scale",
             "*then review it and commit it.",
         ]
     )
     assert "Traceback" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["*1 golden file(s) missing or different*", "*  missing tests/golden/scale.dot"])
+    result.stdout.fnmatch_lines(["*1 golden file(s) missing or different*", "*  missing tests/golden/test_graph/scale.graph.txt"])
     assert not (project.path / "tests").exists()
 
 
 def test_update_golden_writes_the_file_and_reports_it(project):
     result = run(project, "--update-golden")
     result.assert_outcomes(passed=1)
-    assert golden(project).read_text(encoding="utf-8") == expected_dot()
+    assert golden(project).read_text(encoding="utf-8") == expected_text()
+    assert expected_text().startswith(HEADER + "\n- output")
     result.stdout.fnmatch_lines(
         [
             "*graphviz-autograd golden files*",
             "--update-golden wrote 1 golden file(s), 0 unchanged; review them with git diff:",
-            "  created tests/golden/scale.dot",
+            "  created tests/golden/test_graph/scale.graph.txt",
         ]
     )
 
@@ -114,14 +129,16 @@ def test_update_golden_reports_unchanged_and_updated_files(project, monkeypatch)
     monkeypatch.setenv("GOLDEN_VARIANT", "bias")
     changed = run(project, "--update-golden")
     changed.assert_outcomes(passed=1)
-    changed.stdout.fnmatch_lines(["--update-golden wrote 1 golden file(s), 0 unchanged*", "  updated tests/golden/scale.dot"])
-    assert golden(project).read_text(encoding="utf-8") == expected_dot("bias")
+    changed.stdout.fnmatch_lines(
+        ["--update-golden wrote 1 golden file(s), 0 unchanged*", "  updated tests/golden/test_graph/scale.graph.txt"]
+    )
+    assert golden(project).read_text(encoding="utf-8") == expected_text("bias")
 
 
 def test_matching_graph_passes_and_clears_a_stale_obtained_file(project):
     golden(project).parent.mkdir(parents=True)
-    golden(project).write_text(expected_dot(), encoding="utf-8")
-    stale = golden(project).with_name("scale.obtained.dot")
+    golden(project).write_text(expected_text(), encoding="utf-8")
+    stale = golden(project).with_name("scale.obtained.graph.txt")
     stale.write_text("from an earlier failure", encoding="utf-8")
     result = run(project)
     result.assert_outcomes(passed=1)
@@ -131,7 +148,7 @@ def test_matching_graph_passes_and_clears_a_stale_obtained_file(project):
 
 def test_golden_file_with_windows_line_endings_still_matches(project):
     golden(project).parent.mkdir(parents=True)
-    golden(project).write_bytes(expected_dot().replace("\n", "\r\n").encode("utf-8"))
+    golden(project).write_bytes(expected_text().replace("\n", "\r\n").encode("utf-8"))
     run(project).assert_outcomes(passed=1)
 
 
@@ -140,21 +157,48 @@ def test_golden_file_with_windows_line_endings_still_matches(project):
 
 def test_mismatch_fails_with_a_summary_a_diff_and_the_obtained_file(project, monkeypatch):
     golden(project).parent.mkdir(parents=True)
-    golden(project).write_text(expected_dot(), encoding="utf-8")
+    golden(project).write_text(expected_text(), encoding="utf-8")
     monkeypatch.setenv("GOLDEN_VARIANT", "bias")
     result = run(project)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*The autograd graph 'scale' differs from tests/golden/scale.dot.",
+            "*The autograd graph 'scale' differs from tests/golden/test_graph/scale.graph.txt.",
             "*Ops: +1 AccumulateGrad, +1 AddBackward0.",
             "*Parameters: +b (3).",
             "*Edges: 5 -> 8.",
-            "*The new DOT is in tests/golden/scale.obtained.dot. If the change is intended, run in *:",
+            "*The new text is in tests/golden/test_graph/scale.obtained.graph.txt. If the change is intended, run in *:",
             "*    pytest --update-golden test_graph.py::test_scale",
-            "*--- tests/golden/scale.dot",
-            "*+++ tests/golden/scale.obtained.dot",
+            "*--- tests/golden/test_graph/scale.graph.txt",
+            "*+++ tests/golden/test_graph/scale.obtained.graph.txt",
             "*@@ *",
+        ]
+    )
+    assert re.search(r"^E?\s*\+\s*op AddBackward0$", result.stdout.str(), re.MULTILINE)
+    assert "Traceback" not in result.stdout.str()
+    assert golden(project).read_text(encoding="utf-8") == expected_text()
+    assert golden(project).with_name("scale.obtained.graph.txt").read_text(encoding="utf-8") == expected_text("bias")
+    result.stdout.fnmatch_lines(
+        ["*1 golden file(s) missing or different*", "*  differs tests/golden/test_graph/scale.graph.txt"]
+    )
+
+
+def test_drawing_golden_mismatch_shows_the_dot(project, monkeypatch):
+    project.makeini(DRAWING_INI)
+    dot_golden = golden(project, suffix=".dot")
+    dot_golden.parent.mkdir(parents=True)
+    dot_golden.write_text(expected_dot(), encoding="utf-8")
+    run(project).assert_outcomes(passed=1)
+    monkeypatch.setenv("GOLDEN_VARIANT", "bias")
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*The autograd graph 'scale' differs from tests/golden/test_graph/scale.dot.",
+            "*Ops: +1 AccumulateGrad, +1 AddBackward0.",
+            "*Parameters: +b (3).",
+            "*Edges: 5 -> 8.",
+            "*The new text is in tests/golden/test_graph/scale.obtained.dot. If the change is intended, run in *:",
         ]
     )
     assert re.search(
@@ -162,14 +206,11 @@ def test_mismatch_fails_with_a_summary_a_diff_and_the_obtained_file(project, mon
         result.stdout.str(),
         re.MULTILINE,
     )
-    assert "Traceback" not in result.stdout.str()
-    assert golden(project).read_text(encoding="utf-8") == expected_dot()
-    assert golden(project).with_name("scale.obtained.dot").read_text(encoding="utf-8") == expected_dot("bias")
-    result.stdout.fnmatch_lines(["*1 golden file(s) missing or different*", "*  differs tests/golden/scale.dot"])
+    assert dot_golden.with_name("scale.obtained.dot").read_text(encoding="utf-8") == expected_dot("bias")
 
 
 def test_a_long_diff_is_cut_with_a_note(pytester, monkeypatch):
-    pytester.makeini("[pytest]\n")
+    pytester.makeini(DRAWING_INI)  # in a drawing, one op more renumbers every node after it
     pytester.makepyfile(
         test_chain='''
         import os, torch
@@ -199,7 +240,7 @@ def test_a_long_diff_is_cut_with_a_note(pytester, monkeypatch):
 
 def test_diff_is_plain_text_under_no_color(project, monkeypatch):
     golden(project).parent.mkdir(parents=True)
-    golden(project).write_text(expected_dot(), encoding="utf-8")
+    golden(project).write_text(expected_text(), encoding="utf-8")
     monkeypatch.setenv("GOLDEN_VARIANT", "bias")
     monkeypatch.setenv("FORCE_COLOR", "1")
     coloured = run(project)
@@ -217,8 +258,8 @@ def test_diff_is_plain_text_under_no_color(project, monkeypatch):
 def test_ini_option_sets_the_folder(project):
     project.makeini("[pytest]\nautograd_golden_dir = graphs/expected\n")
     result = run(project, "--update-golden")
-    result.stdout.fnmatch_lines(["  created graphs/expected/scale.dot"])
-    assert golden(project, folder="graphs/expected").read_text(encoding="utf-8") == expected_dot()
+    result.stdout.fnmatch_lines(["  created graphs/expected/test_graph/scale.graph.txt"])
+    assert golden(project, folder="graphs/expected/test_graph").read_text(encoding="utf-8") == expected_text()
     assert not golden(project).exists()
     run(project).assert_outcomes(passed=1)
 
@@ -242,10 +283,10 @@ def test_absolute(autograd_golden):
     )
     result = run(pytester, "--update-golden", "sub")
     result.assert_outcomes(passed=2)
-    assert (pytester.path / "per_call" / "rel.dot").is_file()  # the rootdir's, not sub's
-    assert (elsewhere / "abs.dot").is_file()
-    result.stdout.fnmatch_lines(["  created per_call/rel.dot"])
-    result.stdout.fnmatch_lines([f"  created {elsewhere / 'abs.dot'}"])
+    assert (pytester.path / "per_call" / "rel.graph.txt").is_file()  # the rootdir's, not sub's
+    assert (elsewhere / "abs.graph.txt").is_file()
+    result.stdout.fnmatch_lines(["  created per_call/rel.graph.txt"])
+    result.stdout.fnmatch_lines([f"  created {elsewhere / 'abs.graph.txt'}"])
     run(pytester, "sub").assert_outcomes(passed=2)
 
 
@@ -281,7 +322,7 @@ def test_dot_that_graphviz_rejects_fails_the_check(pytester):
     result = run(pytester, "--update-golden")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Graphviz rejects the DOT of 'bad': *syntax error*"])
-    assert not (pytester.path / "tests" / "golden" / "bad.dot").exists()
+    assert not (pytester.path / "tests").exists()
 
 
 # --- under pytest-xdist ------------------------------------------------------------
@@ -306,7 +347,7 @@ def test_update_golden_under_xdist_reports_every_worker_s_files(pytester, monkey
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         ["--update-golden wrote 4 golden file(s), 0 unchanged*"]
-        + [f"  created tests/golden/graph{k}.dot" for k in range(4)]
+        + [f"  created tests/golden/test_many/graph{k}.graph.txt" for k in range(4)]
     )
     run(pytester).assert_outcomes(passed=4)
 
