@@ -24,6 +24,7 @@ from .errors import InputTypeError, OptionError
 from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, AutogradGraph
 from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
 from .record import Recorder
+from .attribute_names import unregistered_tensors
 from .walk import SAVED_TENSOR_OF, Params, _parameter_names, named_tensors, walk
 
 ERROR = "error"
@@ -185,6 +186,9 @@ def examine(
     if not (isinstance(outlier_decades, (int, float)) and outlier_decades > 0):
         raise OptionError(f"outlier_decades must be a positive number; got {outlier_decades!r}.")
     known = _KnownTensors(model, params, inputs)
+    if recorder is not None:
+        known.frozen_in_forward = dict(recorder.frozen_in_forward)
+        known.escapes = list(recorder.escapes)
     if outputs is None:
         if backward:
             raise OptionError("check(backward=True) needs outputs to run backward from; pass the loss.")
@@ -219,11 +223,18 @@ def examine_graph(
     """Findings about a walked graph, and about ``grads`` (id of parameter -> gradient) when given."""
     index = _GraphIndex(graph)
     findings: list[Finding] = []
-    if known.parameters:
+    if known.names_leaves:
         findings += _unregistered_findings(index, known)
-        findings += _unused_findings(index, known)
+    unused: list[Finding] = []
+    if known.parameters:
+        unused = _unused_findings(index, known)
+        findings += unused
         findings += _frozen_findings(known, index)
-    findings += _cut_findings(index)
+    # A cut that leaves no parameter without a path to the outputs keeps none from
+    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning.
+    harmless = known.parameters and not unused
+    findings += _cut_findings(index, harmless)
+    findings += _escape_findings(known, harmless)
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -269,6 +280,14 @@ class _KnownTensors:
             self.inputs.update(named_tensors(inputs))
         self.buffers = dict(buffers)
         self.stray = self._stray_tensors() if model is not None else {}
+        # What a recorded forward pass saw beyond the graph (set by examine()).
+        self.frozen_in_forward: dict[str, str] = {}
+        self.escapes: list[tuple[str, str, str]] = []
+
+    @property
+    def names_leaves(self) -> bool:
+        """Whether every leaf that requires grad should have a name: a model or parameters were given."""
+        return self.model is not None or bool(self.parameters)
 
     def trainable(self) -> list[torch.Tensor]:
         return [t for t in self.tensors.values() if t.requires_grad]
@@ -298,17 +317,11 @@ class _KnownTensors:
 
     def _stray_tensors(self) -> dict[str, torch.Tensor]:
         assert self.model is not None
-        registered = set(self.groups)
-        stray: dict[str, torch.Tensor] = {}
-        for path, module in self.model.named_modules():
-            for key, value in vars(module).items():
-                if key.startswith("_"):
-                    continue
-                prefix = f"{path}.{key}" if path else key
-                for name, tensor in named_tensors(value, prefix):
-                    if tensor.requires_grad and tensor.is_leaf and id(tensor) not in registered:
-                        stray.setdefault(name, tensor)
-        return stray
+        return {
+            name: tensor
+            for name, tensor in unregistered_tensors(self.model).items()
+            if tensor.requires_grad and tensor.is_leaf
+        }
 
 
 def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], collect_saved: bool) -> AutogradGraph:
@@ -319,7 +332,7 @@ def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], 
                 "parameters apart; walk it with walk(outputs, model) or pass the outputs instead."
             )
         return outputs
-    names = known.walk_names() if (known.parameters or known.inputs) else None
+    names = known.walk_names() if (known.names_leaves or known.inputs) else None
     return walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
 
 
@@ -384,15 +397,23 @@ def _by_severity(findings: list[Finding]) -> list[Finding]:
 # --- structural findings -----------------------------------------------------------
 
 
+def _registration_fix(name: str) -> str:
+    """How to register a stray leaf, from the attribute path that holds it."""
+    if "]." in name:  # layers[0].weight: a module kept in a plain list or dict
+        return "keep such modules in nn.ModuleList / nn.ModuleDict instead of a plain list or dict"
+    if name.endswith("]"):  # weights[0]: a tensor kept in a plain list or dict
+        return "keep such tensors in nn.ParameterList / nn.ParameterDict instead of a plain list or dict"
+    return "wrap it in nn.Parameter (nn.ParameterList / nn.ParameterDict for a list or dict) or call register_parameter()"
+
+
 def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Finding]:
-    fix = (
-        "the optimizer built from model.parameters() never sees it, so it never changes; wrap it in "
-        "nn.Parameter (nn.ParameterList / nn.ParameterDict for a list or dict) or call register_parameter()"
-    )
     findings = []
     for node in index.graph.nodes:
         if node.kind == LEAF:
-            what = f"An unnamed leaf tensor of shape {_shape(node.shape)}"
+            what = (
+                f"An unnamed leaf tensor of shape {_shape(node.shape)} (made in forward, or kept where "
+                f"the model's attributes do not reach)"
+            )
             subject = f"(unnamed {_shape(node.shape)})"
         elif node.kind == PARAMETER and node.label in known.stray:
             what = f"{node.label} (shape {_shape(node.shape)})"
@@ -400,11 +421,13 @@ def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Fin
         else:
             continue
         acc = index.accumulator.get(node.id)
+        fix = _registration_fix(node.label if node.kind == PARAMETER else "")
         findings.append(
             Finding(
                 ERROR,
                 UNREGISTERED_LEAF,
-                f"{what} requires grad and feeds the graph but is not a parameter of the model: {fix}.",
+                f"{what} requires grad and feeds the graph but is not a parameter of the model, so the "
+                f"optimizer built from model.parameters() never sees it and it never changes: {fix}.",
                 (node.id, acc) if acc else (node.id,),
                 subject,
             )
@@ -443,6 +466,16 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
         if known.tensors[key].requires_grad:
             continue
         nodes = tuple(i for name in names for i in cuts.get(name, ()))
+        frozen_by = next((known.frozen_in_forward[n] for n in names if n in known.frozen_in_forward), None)
+        if frozen_by is not None:
+            where = f"in {frozen_by}" if frozen_by else "at the top level"
+            findings.append(Finding(
+                WARNING, FROZEN_PARAMETER,
+                f"{names[0]} of {known.module_of(names[0])} was frozen by requires_grad_(False) inside the "
+                f"forward ({where}): from then on it gets no gradient and will not train; freeze it once "
+                f"before training if that is intended, or remove the call.",
+                nodes, names[0]))
+            continue
         if recorded and not nodes:
             continue  # the recorder saw every use, and this one was not used
         if recorded:
@@ -459,8 +492,12 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
     return findings
 
 
-def _cut_findings(index: _GraphIndex) -> list[Finding]:
-    """One finding per distinct cut (reason, label, module), pointing at all its nodes."""
+def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
+    """One finding per distinct cut (reason, label, module), pointing at all its nodes.
+
+    ``harmless``: every trainable parameter still reaches the outputs, so a cut
+    that would stop gradients is info rather than a warning.
+    """
     groups: dict[tuple[str, str, str], list[str]] = {}
     for node in index.graph.nodes:
         if node.kind == NO_GRAD and node.note and node.note != FROZEN_CUT and node.note not in EXPECTED_INPUTS:
@@ -470,11 +507,18 @@ def _cut_findings(index: _GraphIndex) -> list[Finding]:
         where = f"in {module}" if module else "at the top level"
         subject = text or reason
         if reason in STOPPING_CUTS:
-            message = (
-                f"{STOPPING_CUTS[reason]} ({where}): nothing before it gets a gradient along this path; "
-                f"remove it if the layers before should learn."
-            )
-            severity = WARNING
+            if harmless:
+                message = (
+                    f"{STOPPING_CUTS[reason]} ({where}), but every parameter still gets a gradient along "
+                    f"another path: fine for a target or a stop-gradient; remove it if that was not the intent."
+                )
+                severity = INFO
+            else:
+                message = (
+                    f"{STOPPING_CUTS[reason]} ({where}): nothing before it gets a gradient along this path; "
+                    f"remove it if the layers before should learn."
+                )
+                severity = WARNING
         else:
             what = INPUT_CUTS.get(reason, f"no gradient ({reason})")
             message = f"{subject} ({where}) is {what}." if reason in INPUT_CUTS else f"{subject} ({where}) carries {what}."
@@ -482,6 +526,30 @@ def _cut_findings(index: _GraphIndex) -> list[Finding]:
         if len(nodes) > 1:
             message = message[:-1] + f"; {len(nodes)} places."
         findings.append(Finding(severity, GRADIENT_CUT, message, tuple(nodes), subject))
+    return findings
+
+
+def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
+    """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
+    groups: dict[tuple[str, str, str], int] = {}
+    for escape in known.escapes:
+        groups[escape] = groups.get(escape, 0) + 1
+    findings = []
+    for (call, name, module), count in groups.items():
+        what = f"{name}{call}" if name and call.startswith(".") else f"{call[:-1]}{name})" if name else call
+        where = f"in {module}" if module else "at the top level"
+        times = f" ({count} times)" if count > 1 else ""
+        if harmless:
+            message = (
+                f"{what} ({where}){times} turns a tensor that requires grad into a Python number, which "
+                f"carries no gradient; every parameter still gets one along another path, so fine if intended."
+            )
+        else:
+            message = (
+                f"{what} ({where}){times} turns a tensor that requires grad into a Python number, so nothing "
+                f"before it gets a gradient along this path; keep it a tensor if the layers before should learn."
+            )
+        findings.append(Finding(INFO if harmless else WARNING, GRADIENT_CUT, message, (), what))
     return findings
 
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from .attribute_names import unregistered_tensors
 from .errors import GraphvizAutogradError
 from .walk import named_tensors
 
@@ -231,6 +232,8 @@ class LoadedModel:
         """
         names: dict[str, torch.Tensor] = dict(self.model.named_parameters())
         names.update(self.model.named_buffers())
+        for name, tensor in unregistered_tensors(self.model).items():  # in plain lists, dicts: by attribute path
+            names.setdefault(name, tensor)
         taken = {id(t) for t in names.values()}
         for name, tensor in self.input_names().items():
             if id(tensor) not in taken and name not in names:

@@ -49,6 +49,7 @@ from .graph import (
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
 )
+from .attribute_names import unregistered_tensors
 from .walk import named_tensors
 
 
@@ -61,12 +62,21 @@ _DETACHING = {
     torch.Tensor.detach_: (DETACH, "{}.detach_()", "detach_()"),
     torch.detach: (DETACH, "{}.detach()", "detach()"),
     torch.Tensor.data.__get__: (DATA_ATTRIBUTE, "{}.data", ".data"),  # type: ignore[attr-defined]
+    # A new tensor built from the values of one: it has no history.
+    torch.tensor: (DETACH, "torch.tensor({})", "torch.tensor()"),
 }
 # F.linear(input, weight, bias) becomes addmm(bias, input, weight.t()): its
 # inputs without gradient show up in that order among the new nodes' slots.
 # (F.linear is torch._C._nn.linear: one entry serves both names.)
 _SLOT_ORDER: dict[Callable, Callable[[list], list]] = {
     F.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
+}
+# Calls that turn a tensor into Python values, which carry no gradient: how a message names them.
+_ESCAPING = {
+    torch.Tensor.item: ".item()",
+    torch.Tensor.tolist: ".tolist()",
+    torch.Tensor.__float__: "float()",
+    torch.Tensor.__int__: "int()",
 }
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()
@@ -96,6 +106,13 @@ class Recorder:
         # id -> name of the model's inputs, parameters and buffers, while recording
         self._names: dict[int, str] = {}
         self._named_inputs: list[torch.Tensor] = []
+        # The model's inputs by argument name, kept after recording without keeping the tensors.
+        self._input_names: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # Parameters the forward froze with requires_grad_(False): name -> module that did it.
+        self.frozen_in_forward: dict[str, str] = {}
+        # Tensors that require grad turned into Python values (.item(), .tolist(), float()):
+        # (call, tensor name or '', module) in the order seen.
+        self.escapes: list[tuple[str, str, str]] = []
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
@@ -105,6 +122,10 @@ class Recorder:
     def notes(self, grad_fn: Any) -> Optional[tuple[str, tuple[Optional[Reason], ...]]]:
         """(module, reason per no-grad slot) noted on ``grad_fn``, or None if this recorder never saw it."""
         return grad_fn.metadata.get(self.key)
+
+    def named_inputs(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's forward inputs still alive, by the names its forward gives them (``x``, ``batch.mask``)."""
+        return sorted(((name, tensor) for tensor, name in self._input_names.items()), key=lambda pair: pair[0])
 
     def owner(self, parameter_name: str) -> str:
         """The module that owns a parameter or buffer of this name ('' if none does)."""
@@ -127,6 +148,8 @@ class Recorder:
             for name, tensor in itertools.chain(
                 self.model.named_parameters(remove_duplicate=False), self.model.named_buffers(remove_duplicate=False)
             ):
+                self._names.setdefault(id(tensor), name)
+            for name, tensor in unregistered_tensors(self.model).items():
                 self._names.setdefault(id(tensor), name)
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
             for name, module in self.model.named_modules():
@@ -170,6 +193,8 @@ class Recorder:
             for tensor_name, tensor in named_tensors(value, name):
                 self._names.setdefault(id(tensor), tensor_name)
                 self._named_inputs.append(tensor)  # keeps the id valid while recording
+                if tensor not in self._input_names:
+                    self._input_names[tensor] = tensor_name
 
     def _enter_module(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
@@ -201,7 +226,18 @@ class Recorder:
         if not outputs:
             return
         module = self.current_module
+        if func in _ESCAPING:
+            if inputs and inputs[0].requires_grad and torch.is_grad_enabled():
+                self.escapes.append((_ESCAPING[func], self._names.get(id(inputs[0]), ""), module))
+            return
+        if func is torch.Tensor.requires_grad_:
+            name = self._names.get(id(inputs[0])) if inputs else None
+            if name is not None and not outputs[0].requires_grad and id(inputs[0]) not in self._fixed_reasons:
+                self.frozen_in_forward.setdefault(name, module)
+            return
         detaching = _DETACHING.get(func)
+        if func is torch.tensor and not (inputs and inputs[0].requires_grad):
+            detaching = None  # a constant from Python values, or a copy of data that had no gradient
         if detaching is not None:
             code, named_text, text = detaching
             name = self._names.get(id(inputs[0])) if inputs else None

@@ -24,6 +24,7 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
+from .attribute_names import unregistered_tensors
 from .errors import InputTypeError, NoGraphError
 from .graph import (
     ACCUMULATE_GRAD,
@@ -110,6 +111,9 @@ def walk(
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     names = _parameter_names(params)
+    recorded_inputs = recorder.named_inputs() if recorder is not None else ()
+    for name, tensor in recorded_inputs:  # the forward's arguments, named as the CLI names them
+        names.setdefault(id(tensor), name)
     deep_graphs.release_unreferenced()
     walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
     with _gc_paused:
@@ -241,6 +245,8 @@ def _parameter_names(params: Params) -> dict[int, str]:
     if isinstance(params, torch.nn.Module):
         pairs: Iterable = list(params.named_parameters(remove_duplicate=False))
         pairs += list(params.named_buffers(remove_duplicate=False))
+        # Tensors kept in plain lists, dicts or unregistered modules: named by attribute path.
+        pairs += list(unregistered_tensors(params).items())
     elif isinstance(params, Mapping):
         pairs = params.items()
     elif isinstance(params, (str, bytes, torch.Tensor)) or not hasattr(params, "__iter__"):
