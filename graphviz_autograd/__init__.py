@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 # Each public name, and the module of this package that defines it.
 _HOMES = {
     "AutogradGraph": "graph",
+    "CheckFailedError": "errors",
     "Edge": "graph",
     "Finding": "diagnose",
     "ModuleInfo": "graph",
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from .diagnose import Finding, check
     from .dot import to_dot
     from .errors import (
+        CheckFailedError,
         GraphvizAutogradError,
         GraphvizNotFoundError,
         InputTypeError,

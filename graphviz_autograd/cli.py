@@ -23,7 +23,7 @@ import torch
 from . import __version__
 from .api import lay_out
 from .collapse import check_depth, collapse
-from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
+from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, failing, finding_styles
 from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
@@ -255,6 +255,14 @@ def render(
     metavar="N",
     help="List the N modules whose ops save the most memory for backward (0: none).",
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default=ERROR,
+    show_default=True,
+    help="Exit with 1 when any finding is this severe or more: 'warning' fails a CI run on unused "
+    "parameters and cut gradients too.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 def check_command(
@@ -263,10 +271,11 @@ def check_command(
     training: Optional[bool],
     as_json: bool,
     top_memory: int,
+    fail_on: str,
     quiet: bool,
     debug: bool,
 ) -> None:
-    """Check MODEL for what keeps it from learning, and exit with 1 if an error is found.
+    """Check MODEL for what keeps it from learning; exit with 1 on an error (see --fail-on).
 
     \b
     It runs the forward pass, walks the graph and reports:
@@ -284,6 +293,7 @@ def check_command(
     Examples:
       graphviz-autograd check samples/mnist_cnn.py
       graphviz-autograd check net.py --input-shape 1,3,224,224 --json > findings.json
+      graphviz-autograd check net.py --fail-on warning    # in CI: every parameter must learn
     """
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
@@ -309,7 +319,7 @@ def check_command(
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         click.echo(findings_table(findings, color=color), nl=False, color=color)
-    if any(f.severity == ERROR for f in findings):
+    if failing(findings, fail_on):
         sys.exit(1)
 
 

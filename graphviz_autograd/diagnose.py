@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 
-from .errors import InputTypeError, OptionError
+from .errors import CheckFailedError, InputTypeError, OptionError
 from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, AutogradGraph
 from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
 from .record import Recorder
@@ -124,6 +124,7 @@ def check(
     backward: bool = False,
     top_memory: int = DEFAULT_TOP_MEMORY,
     outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+    fail_on: Optional[str] = None,
 ) -> list[Finding]:
     """Findings about the backward graph of ``outputs`` and the gradients of ``model``, errors first.
 
@@ -139,13 +140,21 @@ def check(
     parameters' ``.grad`` is read when any is set (after ``loss.backward()``).
     ``check(model=model)`` after ``backward()`` checks gradients alone.
 
+    ``fail_on`` (``"error"``, ``"warning"`` or ``"info"``) raises
+    :class:`~graphviz_autograd.errors.CheckFailedError`, an ``AssertionError``
+    listing them, when any finding is that severe or more: in a test,
+    ``check(loss, model, backward=True, fail_on="warning")`` asserts that every
+    parameter is used, trainable and gets a finite, non-zero gradient.
+
     >>> import torch
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> (w * 0).sum().backward()
     >>> [(f.severity, f.code, f.subject) for f in check(params={"w": w})]
     [('warning', 'grad_zero', 'w')]
     """
-    return examine(
+    if fail_on is not None:
+        _check_severity(fail_on)  # before any work
+    findings = examine(
         outputs,
         model,
         params,
@@ -155,6 +164,34 @@ def check(
         top_memory=top_memory,
         outlier_decades=outlier_decades,
     ).findings
+    return findings if fail_on is None else raise_on(findings, fail_on)
+
+
+def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
+    """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
+
+    >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
+    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
+    """
+    _check_severity(fail_on)
+    worst = SEVERITIES.index(fail_on)
+    return [f for f in findings if SEVERITIES.index(f.severity) <= worst]
+
+
+def raise_on(findings: list[Finding], fail_on: str, what: str = "check()") -> list[Finding]:
+    """Raise :class:`CheckFailedError` listing the findings at or above ``fail_on``; else return ``findings``."""
+    bad = failing(findings, fail_on)
+    if bad:
+        lines = "\n".join(f"  {f.severity} {f.code} {f.subject or '-'}: {f.message}" for f in bad)
+        count = f"{len(bad)} finding{'s' if len(bad) != 1 else ''}"
+        raise CheckFailedError(f"{what} found {count} at or above {fail_on!r}:\n{lines}", bad)
+    return findings
+
+
+def _check_severity(fail_on: str) -> bool:
+    if fail_on not in SEVERITIES:
+        raise OptionError(f"fail_on must be one of {', '.join(map(repr, SEVERITIES))}; got {fail_on!r}.")
+    return True
 
 
 def examine(
@@ -853,8 +890,10 @@ __all__ = [
     "WARNING",
     "check",
     "examine",
+    "failing",
     "finding_styles",
     "gradient_norms",
     "gradient_styles",
+    "raise_on",
     "saved_bytes_by_module",
 ]
