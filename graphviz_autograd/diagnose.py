@@ -226,6 +226,7 @@ def examine(
     if recorder is not None:
         known.frozen_in_forward = dict(recorder.frozen_in_forward)
         known.escapes = list(recorder.escapes)
+        known.frozen_used = set(recorder.frozen_used)
     if outputs is None:
         if backward:
             raise OptionError("check(backward=True) needs outputs to run backward from; pass the loss.")
@@ -320,6 +321,7 @@ class _KnownTensors:
         # What a recorded forward pass saw beyond the graph (set by examine()).
         self.frozen_in_forward: dict[str, str] = {}
         self.escapes: list[tuple[str, str, str]] = []
+        self.frozen_used: set[str] = set()
 
     @property
     def names_leaves(self) -> bool:
@@ -513,7 +515,7 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
                 f"before training if that is intended, or remove the call.",
                 nodes, names[0]))
             continue
-        if recorded and not nodes:
+        if recorded and not nodes and not known.frozen_used.intersection(names):
             continue  # the recorder saw every use, and this one was not used
         if recorded:
             message = (
@@ -544,15 +546,18 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
         where = f"in {module}" if module else "at the top level"
         subject = text or reason
         if reason in STOPPING_CUTS:
+            cut = STOPPING_CUTS[reason]
+            if text.startswith("torch.tensor("):
+                cut = f"{text} copies the values without their history, which cuts the gradient here"
             if harmless:
                 message = (
-                    f"{STOPPING_CUTS[reason]} ({where}), but every parameter still gets a gradient along "
+                    f"{cut} ({where}), but every parameter still gets a gradient along "
                     f"another path: fine for a target or a stop-gradient; remove it if that was not the intent."
                 )
                 severity = INFO
             else:
                 message = (
-                    f"{STOPPING_CUTS[reason]} ({where}): nothing before it gets a gradient along this path; "
+                    f"{cut} ({where}): nothing before it gets a gradient along this path; "
                     f"remove it if the layers before should learn."
                 )
                 severity = WARNING
@@ -578,13 +583,13 @@ def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
         times = f" ({count} times)" if count > 1 else ""
         if harmless:
             message = (
-                f"{what} ({where}){times} turns a tensor that requires grad into a Python number, which "
-                f"carries no gradient; every parameter still gets one along another path, so fine if intended."
+                f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
+                f"every parameter still gets one along another path, so fine if intended."
             )
         else:
             message = (
-                f"{what} ({where}){times} turns a tensor that requires grad into a Python number, so nothing "
-                f"before it gets a gradient along this path; keep it a tensor if the layers before should learn."
+                f"{what} ({where}){times} turns a tensor into Python or NumPy values, so nothing before it "
+                f"gets a gradient along this path; keep it a tensor if the layers before should learn."
             )
         findings.append(Finding(INFO if harmless else WARNING, GRADIENT_CUT, message, (), what))
     return findings

@@ -77,6 +77,7 @@ _ESCAPING = {
     torch.Tensor.tolist: ".tolist()",
     torch.Tensor.__float__: "float()",
     torch.Tensor.__int__: "int()",
+    torch.Tensor.numpy: ".numpy()",
 }
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()
@@ -113,6 +114,9 @@ class Recorder:
         # Tensors that require grad turned into Python values (.item(), .tolist(), float()):
         # (call, tensor name or '', module) in the order seen.
         self.escapes: list[tuple[str, str, str]] = []
+        # Names of the frozen parameters the forward passed to any call (kept after recording).
+        self.frozen_used: set[str] = set()
+        self._frozen_names: dict[int, str] = {}
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
@@ -145,6 +149,9 @@ class Recorder:
         self._thread = threading.get_ident()
         if self.model is not None:
             self._fixed_reasons = _frozen_and_buffers(self.model)
+            self._frozen_names = {
+                id(p): name for name, p in self.model.named_parameters(remove_duplicate=False) if not p.requires_grad
+            }
             for name, tensor in itertools.chain(
                 self.model.named_parameters(remove_duplicate=False), self.model.named_buffers(remove_duplicate=False)
             ):
@@ -173,6 +180,7 @@ class Recorder:
             self._remove_hooks()
             self._stack = []
             self._fixed_reasons = {}
+            self._frozen_names = {}
             self._names = {}
             self._named_inputs = []
 
@@ -222,14 +230,23 @@ class Recorder:
 
     def saw_call(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if self._frozen_names:
+            for t in inputs:
+                name = self._frozen_names.get(id(t))
+                if name is not None:
+                    self.frozen_used.add(name)
+        escape = _ESCAPING.get(func)
+        if escape is not None and inputs:
+            # Gradient would flow but the result is Python or NumPy values (a detached tensor counts:
+            # .detach().numpy() is how a NumPy round trip starts).
+            source = inputs[0]
+            if (source.requires_grad and torch.is_grad_enabled()) or self._reasons.get(source, ("",))[0] == DETACH:
+                self.escapes.append((escape, self._names.get(id(source), ""), self.current_module))
+            return
         outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
         if not outputs:
             return
         module = self.current_module
-        if func in _ESCAPING:
-            if inputs and inputs[0].requires_grad and torch.is_grad_enabled():
-                self.escapes.append((_ESCAPING[func], self._names.get(id(inputs[0]), ""), module))
-            return
         if func is torch.Tensor.requires_grad_:
             name = self._names.get(id(inputs[0])) if inputs else None
             if name is not None and not outputs[0].requires_grad and id(inputs[0]) not in self._fixed_reasons:
