@@ -15,6 +15,7 @@ subject (a parameter name, a module path, the reason of a cut).
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
@@ -737,16 +738,59 @@ def _memory_findings(index: _GraphIndex, top: int) -> list[Finding]:
     total = sum(b for b, _, _ in by_module.values())
     if not total or not top:
         return []
-    ranked = sorted(by_module.items(), key=lambda item: (-item[1][0], item[0]))[:top]
+    groups = repeated_module_groups(by_module, {info.path: info.type_name for info in index.graph.modules})
+    ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0]))[:top]
     findings = []
-    for path, (size, count, ops) in ranked:
+    for path, (size, count, ops, repeats) in ranked:
         where = path or ("the top level" if len(by_module) > 1 else "the graph")
+        if repeats > 1:
+            where = f"{path} ×{repeats}"
         findings.append(Finding(
             INFO, SAVED_MEMORY,
             f"{where} saves {format_bytes(size)} for backward in {count} tensor{'s' if count != 1 else ''} "
             f"({100 * size / total:.0f}% of {format_bytes(total)}; parameters and inputs not counted).",
             ops, path))
     return findings
+
+
+def repeated_module_groups(
+    by_module: Mapping[str, tuple[int, int, tuple[str, ...]]], types: Mapping[str, str]
+) -> dict[str, tuple[int, int, tuple[str, ...], int]]:
+    """Modules that differ only by their index in a list of alike blocks (``layers.0.mlp``,
+    ``layers.1.mlp``) summed under one pattern (``layers.*.mlp``): (bytes, tensors, ops, repeats).
+
+    ``types`` maps each module path to its class name: an index is replaced by ``*``
+    only in a container whose children are all of one class (a ModuleList of
+    blocks), not in a Sequential of different layers.
+
+    >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "h.0.mlp": "MLP", "h.1.mlp": "MLP"}
+    >>> repeated_module_groups({"h.0.mlp": (4, 1, ("n1",)), "h.1.mlp": (4, 1, ("n2",)), "head": (2, 1, ("n3",))}, types)
+    {'h.*.mlp': (8, 2, ('n1', 'n2'), 2), 'head': (2, 1, ('n3',), 1)}
+    """
+    children: dict[str, set[str]] = {}
+    for path, type_name in types.items():
+        parent, _, last = path.rpartition(".")
+        if last.isdigit():
+            children.setdefault(parent, set()).add(type_name)
+    alike = {parent for parent, kinds in children.items() if len(kinds) == 1}
+    members: dict[str, list[str]] = {}
+    for path in by_module:
+        parts = path.split(".") if path else []
+        for i, part in enumerate(parts):
+            if part.isdigit() and ".".join(parts[:i]) in alike:
+                parts[i] = "*"
+        pattern = ".".join(parts)
+        # A pattern of indices alone (a Sequential of blocks: '*') says nothing a reader could find.
+        if not pattern.replace("*", "").strip("."):
+            pattern = path
+        members.setdefault(pattern, []).append(path)
+    groups: dict[str, tuple[int, int, tuple[str, ...], int]] = {}
+    for pattern, paths in members.items():
+        size = sum(by_module[p][0] for p in paths)
+        count = sum(by_module[p][1] for p in paths)
+        ops = tuple(op for p in paths for op in by_module[p][2])
+        groups[pattern if len(paths) > 1 else paths[0]] = (size, count, ops, len(paths))
+    return groups
 
 
 def _itemsize(dtype: str) -> Optional[int]:
