@@ -50,7 +50,7 @@ from .graph import (
     ModuleInfo,
 )
 from .attribute_names import unregistered_tensors
-from .walk import named_tensors
+from .walk import layout_name, named_tensors
 
 
 # (code, label text, module where the gradient was cut)
@@ -79,6 +79,9 @@ _ESCAPING = {
     torch.Tensor.__int__: "int()",
     torch.Tensor.numpy: ".numpy()",
 }
+# Ops that add an input of their own before the caller's: torch.sparse.mm(a, b) is
+# addmm(zeros, a, b), whose first slot is that zero matrix, not ``a``.
+_HIDDEN_INPUTS: dict[Callable, str] = {torch.sparse.mm: "zeros added by sparse.mm"}
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()
 
@@ -302,6 +305,9 @@ class Recorder:
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
         candidates = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
         reasons = [self._reason(t, module) for t in candidates]
+        hidden = _HIDDEN_INPUTS.get(func)
+        if hidden is not None:  # an input the op makes itself comes first among its slots
+            reasons.insert(0, (REQUIRES_GRAD_FALSE, hidden, module))
         if not reasons:
             return
         if len(set(reasons)) == 1:
@@ -324,10 +330,12 @@ class Recorder:
         if tensor.is_inference():
             return INFERENCE_MODE, "inference_mode()", module
         name = self._names.get(id(tensor))
+        layout = "" if tensor.layout is torch.strided and not tensor.is_nested else layout_name(tensor)
         if not (tensor.is_floating_point() or tensor.is_complex()):
-            dtype = str(tensor.dtype).replace("torch.", "")
+            dtype = " ".join(filter(None, (str(tensor.dtype).replace("torch.", ""), layout)))
             return INTEGER, f"{name} ({dtype})" if name else f"{dtype} tensor", module
-        return REQUIRES_GRAD_FALSE, f"{name} (requires_grad=False)" if name else "requires_grad=False", module
+        what = f"{layout}, requires_grad=False" if layout else "requires_grad=False"
+        return REQUIRES_GRAD_FALSE, f"{name} ({what})" if name else what, module
 
     def _note_lost_gradient(self, outputs: list, inputs: list, module: str) -> None:
         """Outputs without gradient made from inputs with it (under no_grad) or from cut tensors."""

@@ -589,8 +589,24 @@ def _unreadable_note(error: RuntimeError) -> str:
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
-    """Shape, dtype and device, read from metadata only (no data leaves the device)."""
-    return _shape_of(t), _dtype_name(t.dtype), _device_name(t.device)
+    """Shape, dtype and device, read from metadata only (no data leaves the device).
+
+    A tensor not laid out as a plain strided array has its layout after the dtype
+    (``float32 sparse_coo``, ``float32 nested``), so labels and tooltips say it.
+    """
+    if t.layout is _STRIDED and not t.is_nested:
+        return _shape_of(t), _dtype_name(t.dtype), _device_name(t.device)
+    return _shape_of(t), f"{_dtype_name(t.dtype)} {layout_name(t)}", _device_name(t.device)
+
+
+_STRIDED = torch.strided
+
+
+def layout_name(t: torch.Tensor) -> str:
+    """'sparse_coo', 'sparse_csr', 'nested', 'mkldnn'...; 'strided' for a plain tensor."""
+    if t.is_nested:
+        return "nested"
+    return str(t.layout).replace("torch.", "")
 
 
 def _shape_of(t: Any) -> Optional[tuple[int, ...]]:
