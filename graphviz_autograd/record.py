@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -143,6 +144,11 @@ class Recorder:
                 return path
         return ""
 
+    def note_unseen(self, op_labels: Any) -> None:
+        """Say once, as a warning, when a walked graph holds compiled code this recorder could not see."""
+        if any(label.startswith("CompiledFunction") for label in op_labels):
+            warnings.warn(f"graphviz-autograd: {COMPILED_NOTE}", stacklevel=3)
+
     # --- the context manager ---
 
     def __enter__(self) -> "Recorder":
@@ -194,7 +200,7 @@ class Recorder:
 
     def _name_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         """Remember the model's input tensors by the names its forward gives them."""
-        if threading.get_ident() != self._thread:
+        if _compiling() or threading.get_ident() != self._thread:
             return
         try:
             bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
@@ -209,14 +215,14 @@ class Recorder:
 
     def _enter_module(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
-            if threading.get_ident() == self._thread:
+            if not _compiling() and threading.get_ident() == self._thread:
                 self._stack.append(name)
 
         return pre_hook
 
     def _leave_module(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if threading.get_ident() != self._thread:
+            if _compiling() or threading.get_ident() != self._thread:
                 return
             # Pop back to this module: a child whose forward raised popped nothing.
             while self._stack:
@@ -377,9 +383,19 @@ class _RecordingMode(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        if threading.get_ident() == self.recorder._thread:
+        if not _compiling() and threading.get_ident() == self.recorder._thread:
             self.recorder.saw_call(func, args, kwargs, result)
         return result
+
+
+# Inside torch.compile's tracing the recorder does nothing: any Python it ran there
+# (thread ids, weak dictionaries) would split the compiled graph. Compiled code
+# shows as CompiledFunctionBackward nodes, which :meth:`Recorder.note_unseen` names.
+_compiling = torch.compiler.is_compiling
+COMPILED_NOTE = (
+    "record() does not look inside torch.compile'd code: its ops show as CompiledFunctionBackward, "
+    "with no module and no reason for a cut gradient; record the model uncompiled to see them."
+)
 
 
 def record(model: Optional[torch.nn.Module] = None) -> Recorder:

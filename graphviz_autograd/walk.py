@@ -119,6 +119,8 @@ def walk(
     with _gc_paused:
         graph = walker.run(with_graph)
     deep_graphs.hold(walker.fn_index)
+    if recorder is not None:
+        recorder.note_unseen({n.label for n in graph.nodes if n.kind == OP})
     return graph
 
 
