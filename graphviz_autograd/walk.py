@@ -111,8 +111,9 @@ def walk(
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     names = _parameter_names(params)
-    recorded_inputs = recorder.named_inputs() if recorder is not None else ()
-    for name, tensor in recorded_inputs:  # the forward's arguments, named as the CLI names them
+    # With names asked for, the forward's arguments are named too, as the CLI names them.
+    recorded_inputs = recorder.named_inputs() if recorder is not None and params is not None else ()
+    for name, tensor in recorded_inputs:
         names.setdefault(id(tensor), name)
     deep_graphs.release_unreferenced()
     walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
