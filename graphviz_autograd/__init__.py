@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 # Each public name, and the module of this package that defines it.
 _HOMES = {
     "AutogradGraph": "graph",
+    "CheckFailedError": "errors",
     "Edge": "graph",
     "Finding": "diagnose",
     "ModuleInfo": "graph",
@@ -44,6 +45,7 @@ _HOMES = {
 # keeps the two equal).
 __all__ = [
     "AutogradGraph",
+    "CheckFailedError",
     "Edge",
     "Finding",
     "ModuleInfo",
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     from .diagnose import check as check
     from .dot import to_dot as to_dot
     from .explore import explore as explore
+    from .errors import CheckFailedError as CheckFailedError
     from .errors import GraphvizAutogradError as GraphvizAutogradError
     from .errors import GraphvizNotFoundError as GraphvizNotFoundError
     from .errors import InputTypeError as InputTypeError

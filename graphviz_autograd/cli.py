@@ -26,7 +26,7 @@ from . import __version__
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .options import LAYOUTS
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
-from .style import DIRECTIONS
+from .style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
     from .diagnose import Examination, Finding
@@ -260,6 +260,14 @@ def render(
     metavar="N",
     help="List the N modules whose ops save the most memory for backward (0: none).",
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice(SEVERITIES),
+    default=ERROR,
+    show_default=True,
+    help="Exit with 1 when any finding is this severe or more: 'warning' fails a CI run on unused "
+    "parameters and cut gradients too.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
 def check_command(
@@ -268,10 +276,11 @@ def check_command(
     training: Optional[bool],
     as_json: bool,
     top_memory: int,
+    fail_on: str,
     quiet: bool,
     debug: bool,
 ) -> None:
-    """Check MODEL for what keeps it from learning, and exit with 1 if an error is found.
+    """Check MODEL for what keeps it from learning; exit with 1 on an error (see --fail-on).
 
     \b
     It runs the forward pass, walks the graph and reports:
@@ -289,10 +298,11 @@ def check_command(
     Examples:
       graphviz-autograd check samples/mnist_cnn.py
       graphviz-autograd check net.py --input-shape 1,3,224,224 --json > findings.json
+      graphviz-autograd check net.py --fail-on warning    # in CI: every parameter must learn
     """
     import torch
 
-    from .diagnose import ERROR
+    from .diagnose import failing
     from .model_file import load_model, parse_model_spec
     from .record import record
 
@@ -320,7 +330,7 @@ def check_command(
     else:
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
         click.echo(findings_table(findings, color=color), nl=False, color=color)
-    if any(f.severity == ERROR for f in findings):
+    if failing(findings, fail_on):
         sys.exit(1)
 
 
@@ -337,8 +347,6 @@ def findings_json(findings: list[Finding]) -> str:
       }
     }
     """
-    from .diagnose import SEVERITIES
-
     summary = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
     return json.dumps({"findings": [f.to_dict() for f in findings], "summary": summary}, sort_keys=True, indent=2) + "\n"
 
@@ -355,8 +363,6 @@ def findings_table(findings: list[Finding], *, color: bool = False) -> str:
     warning   grad_zero  w        w: zero gradient
     1 finding: 0 errors, 1 warning, 0 info
     """
-    from .diagnose import ERROR, SEVERITIES
-
     counts = {severity: sum(f.severity == severity for f in findings) for severity in SEVERITIES}
     summary = (
         f"{len(findings)} finding{'s' if len(findings) != 1 else ''}: "

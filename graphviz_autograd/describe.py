@@ -84,6 +84,7 @@ OP_MEANINGS = {
     "sin": "sine",
     "slice": "a slice along a dimension, x[a:b]",
     "softmax": "softmax (scores to probabilities)",
+    "sparse_addmm": "a sparse matrix times a dense one, plus a matrix (torch.sparse.mm adds zeros)",
     "split": "splitting into pieces",
     "split_with_sizes": "splitting into pieces of given sizes",
     "sqrt": "square root",

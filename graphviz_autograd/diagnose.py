@@ -20,17 +20,14 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 
-from .errors import InputTypeError, OptionError
+from .errors import CheckFailedError, InputTypeError, OptionError
 from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
-from .style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from .style import ERROR, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from .record import Recorder
+from .attribute_names import unregistered_tensors
 from .naming import Params, named_tensors, parameter_names
 from .walk import walk
 
-ERROR = "error"
-WARNING = "warning"
-INFO = "info"
-SEVERITIES = (ERROR, WARNING, INFO)
 
 # Finding codes.
 UNREGISTERED_LEAF = "unregistered_leaf"
@@ -124,6 +121,7 @@ def check(
     backward: bool = False,
     top_memory: int = DEFAULT_TOP_MEMORY,
     outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+    fail_on: Optional[str] = None,
 ) -> list[Finding]:
     """Findings about the backward graph of ``outputs`` and the gradients of ``model``, errors first.
 
@@ -139,13 +137,21 @@ def check(
     parameters' ``.grad`` is read when any is set (after ``loss.backward()``).
     ``check(model=model)`` after ``backward()`` checks gradients alone.
 
+    ``fail_on`` (``"error"``, ``"warning"`` or ``"info"``) raises
+    :class:`~graphviz_autograd.errors.CheckFailedError`, an ``AssertionError``
+    listing them, when any finding is that severe or more: in a test,
+    ``check(loss, model, backward=True, fail_on="warning")`` asserts that every
+    parameter is used, trainable and gets a finite, non-zero gradient.
+
     >>> import torch
     >>> w = torch.nn.Parameter(torch.ones(2))
     >>> (w * 0).sum().backward()
     >>> [(f.severity, f.code, f.subject) for f in check(params={"w": w})]
     [('warning', 'grad_zero', 'w')]
     """
-    return examine(
+    if fail_on is not None:
+        _check_severity(fail_on)  # before any work
+    findings = examine(
         outputs,
         model,
         params,
@@ -155,6 +161,34 @@ def check(
         top_memory=top_memory,
         outlier_decades=outlier_decades,
     ).findings
+    return findings if fail_on is None else raise_on(findings, fail_on)
+
+
+def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
+    """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
+
+    >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
+    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
+    """
+    _check_severity(fail_on)
+    worst = SEVERITIES.index(fail_on)
+    return [f for f in findings if SEVERITIES.index(f.severity) <= worst]
+
+
+def raise_on(findings: list[Finding], fail_on: str, what: str = "check()") -> list[Finding]:
+    """Raise :class:`CheckFailedError` listing the findings at or above ``fail_on``; else return ``findings``."""
+    bad = failing(findings, fail_on)
+    if bad:
+        lines = "\n".join(f"  {f.severity} {f.code} {f.subject or '-'}: {f.message}" for f in bad)
+        count = f"{len(bad)} finding{'s' if len(bad) != 1 else ''}"
+        raise CheckFailedError(f"{what} found {count} at or above {fail_on!r}:\n{lines}", bad)
+    return findings
+
+
+def _check_severity(fail_on: str) -> bool:
+    if fail_on not in SEVERITIES:
+        raise OptionError(f"fail_on must be one of {', '.join(map(repr, SEVERITIES))}; got {fail_on!r}.")
+    return True
 
 
 def examine(
@@ -186,6 +220,10 @@ def examine(
     if not (isinstance(outlier_decades, (int, float)) and outlier_decades > 0):
         raise OptionError(f"outlier_decades must be a positive number; got {outlier_decades!r}.")
     known = _KnownTensors(model, params, inputs)
+    if recorder is not None:
+        known.frozen_in_forward = dict(recorder.frozen_in_forward)
+        known.escapes = list(recorder.escapes)
+        known.frozen_used = set(recorder.frozen_used)
     if outputs is None:
         if backward:
             raise OptionError("check(backward=True) needs outputs to run backward from; pass the loss.")
@@ -220,11 +258,18 @@ def examine_graph(
     """Findings about a walked graph, and about ``grads`` (id of parameter -> gradient) when given."""
     index = _GraphIndex(graph)
     findings: list[Finding] = []
-    if known.parameters:
+    if known.names_leaves:
         findings += _unregistered_findings(index, known)
-        findings += _unused_findings(index, known)
+    unused: list[Finding] = []
+    if known.parameters:
+        unused = _unused_findings(index, known)
+        findings += unused
         findings += _frozen_findings(known, index)
-    findings += _cut_findings(index)
+    # A cut that leaves no parameter without a path to the outputs keeps none from
+    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning.
+    harmless = bool(known.parameters) and not unused
+    findings += _cut_findings(index, harmless)
+    findings += _escape_findings(known, harmless)
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -276,6 +321,15 @@ class _KnownTensors:
             self.inputs.update(named_tensors(inputs))
         self.buffers = dict(buffers)
         self.stray = self._stray_tensors() if model is not None else {}
+        # What a recorded forward pass saw beyond the graph (set by examine()).
+        self.frozen_in_forward: dict[str, str] = {}
+        self.escapes: list[tuple[str, str, str]] = []
+        self.frozen_used: set[str] = set()
+
+    @property
+    def names_leaves(self) -> bool:
+        """Whether every leaf that requires grad should have a name: a model or parameters were given."""
+        return self.model is not None or bool(self.parameters)
 
     def trainable(self) -> list[torch.Tensor]:
         return [t for t in self.tensors.values() if t.requires_grad]
@@ -305,17 +359,11 @@ class _KnownTensors:
 
     def _stray_tensors(self) -> dict[str, torch.Tensor]:
         assert self.model is not None
-        registered = set(self.groups)
-        stray: dict[str, torch.Tensor] = {}
-        for path, module in self.model.named_modules():
-            for key, value in vars(module).items():
-                if key.startswith("_"):
-                    continue
-                prefix = f"{path}.{key}" if path else key
-                for name, tensor in named_tensors(value, prefix):
-                    if tensor.requires_grad and tensor.is_leaf and id(tensor) not in registered:
-                        stray.setdefault(name, tensor)
-        return stray
+        return {
+            name: tensor
+            for name, tensor in unregistered_tensors(self.model).items()
+            if tensor.requires_grad and tensor.is_leaf
+        }
 
 
 def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], collect_saved: bool) -> AutogradGraph:
@@ -326,7 +374,7 @@ def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], 
                 "parameters apart; walk it with walk(outputs, model) or pass the outputs instead."
             )
         return outputs
-    names = known.walk_names() if (known.parameters or known.inputs) else None
+    names = known.walk_names() if (known.names_leaves or known.inputs) else None
     return walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
 
 
@@ -391,15 +439,23 @@ def _by_severity(findings: list[Finding]) -> list[Finding]:
 # --- structural findings -----------------------------------------------------------
 
 
+def _registration_fix(name: str) -> str:
+    """How to register a stray leaf, from the attribute path that holds it."""
+    if "]." in name:  # layers[0].weight: a module kept in a plain list or dict
+        return "keep such modules in nn.ModuleList / nn.ModuleDict instead of a plain list or dict"
+    if name.endswith("]"):  # weights[0]: a tensor kept in a plain list or dict
+        return "keep such tensors in nn.ParameterList / nn.ParameterDict instead of a plain list or dict"
+    return "wrap it in nn.Parameter (nn.ParameterList / nn.ParameterDict for a list or dict) or call register_parameter()"
+
+
 def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Finding]:
-    fix = (
-        "the optimizer built from model.parameters() never sees it, so it never changes; wrap it in "
-        "nn.Parameter (nn.ParameterList / nn.ParameterDict for a list or dict) or call register_parameter()"
-    )
     findings = []
     for node in index.graph.nodes:
         if node.kind == LEAF:
-            what = f"An unnamed leaf tensor of shape {_shape(node.shape)}"
+            what = (
+                f"An unnamed leaf tensor of shape {_shape(node.shape)} (made in forward, or kept where "
+                f"the model's attributes do not reach)"
+            )
             subject = f"(unnamed {_shape(node.shape)})"
         elif node.kind == PARAMETER and node.label in known.stray:
             what = f"{node.label} (shape {_shape(node.shape)})"
@@ -407,11 +463,13 @@ def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Fin
         else:
             continue
         acc = index.accumulator.get(node.id)
+        fix = _registration_fix(node.label if node.kind == PARAMETER else "")
         findings.append(
             Finding(
                 ERROR,
                 UNREGISTERED_LEAF,
-                f"{what} requires grad and feeds the graph but is not a parameter of the model: {fix}.",
+                f"{what} requires grad and feeds the graph but is not a parameter of the model, so the "
+                f"optimizer built from model.parameters() never sees it and it never changes: {fix}.",
                 (node.id, acc) if acc else (node.id,),
                 subject,
             )
@@ -450,7 +508,17 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
         if known.tensors[key].requires_grad:
             continue
         nodes = tuple(i for name in names for i in cuts.get(name, ()))
-        if recorded and not nodes:
+        frozen_by = next((known.frozen_in_forward[n] for n in names if n in known.frozen_in_forward), None)
+        if frozen_by is not None:
+            where = f"in {frozen_by}" if frozen_by else "at the top level"
+            findings.append(Finding(
+                WARNING, FROZEN_PARAMETER,
+                f"{names[0]} of {known.module_of(names[0])} was frozen by requires_grad_(False) inside the "
+                f"forward ({where}): from then on it gets no gradient and will not train; freeze it once "
+                f"before training if that is intended, or remove the call.",
+                nodes, names[0]))
+            continue
+        if recorded and not nodes and not known.frozen_used.intersection(names):
             continue  # the recorder saw every use, and this one was not used
         if recorded:
             message = (
@@ -466,8 +534,12 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
     return findings
 
 
-def _cut_findings(index: _GraphIndex) -> list[Finding]:
-    """One finding per distinct cut (reason, label, module), pointing at all its nodes."""
+def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
+    """One finding per distinct cut (reason, label, module), pointing at all its nodes.
+
+    ``harmless``: every trainable parameter still reaches the outputs, so a cut
+    that would stop gradients is info rather than a warning.
+    """
     groups: dict[tuple[str, str, str], list[str]] = {}
     for node in index.graph.nodes:
         if node.kind == NO_GRAD and node.note and node.note != FROZEN_CUT and node.note not in EXPECTED_INPUTS:
@@ -477,11 +549,21 @@ def _cut_findings(index: _GraphIndex) -> list[Finding]:
         where = f"in {module}" if module else "at the top level"
         subject = text or reason
         if reason in STOPPING_CUTS:
-            message = (
-                f"{STOPPING_CUTS[reason]} ({where}): nothing before it gets a gradient along this path; "
-                f"remove it if the layers before should learn."
-            )
-            severity = WARNING
+            cut = STOPPING_CUTS[reason]
+            if text.startswith("torch.tensor("):
+                cut = f"{text} copies the values without their history, which cuts the gradient here"
+            if harmless:
+                message = (
+                    f"{cut} ({where}), but every parameter still gets a gradient along "
+                    f"another path: fine for a target or a stop-gradient; remove it if that was not the intent."
+                )
+                severity = INFO
+            else:
+                message = (
+                    f"{cut} ({where}): nothing before it gets a gradient along this path; "
+                    f"remove it if the layers before should learn."
+                )
+                severity = WARNING
         else:
             what = INPUT_CUTS.get(reason, f"no gradient ({reason})")
             message = f"{subject} ({where}) is {what}." if reason in INPUT_CUTS else f"{subject} ({where}) carries {what}."
@@ -489,6 +571,30 @@ def _cut_findings(index: _GraphIndex) -> list[Finding]:
         if len(nodes) > 1:
             message = message[:-1] + f"; {len(nodes)} places."
         findings.append(Finding(severity, GRADIENT_CUT, message, tuple(nodes), subject))
+    return findings
+
+
+def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
+    """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
+    groups: dict[tuple[str, str, str], int] = {}
+    for escape in known.escapes:
+        groups[escape] = groups.get(escape, 0) + 1
+    findings = []
+    for (call, name, module), count in groups.items():
+        what = f"{name}{call}" if name and call.startswith(".") else f"{call[:-1]}{name})" if name else call
+        where = f"in {module}" if module else "at the top level"
+        times = f" ({count} times)" if count > 1 else ""
+        if harmless:
+            message = (
+                f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
+                f"every parameter still gets one along another path, so fine if intended."
+            )
+        else:
+            message = (
+                f"{what} ({where}){times} turns a tensor into Python or NumPy values, so nothing before it "
+                f"gets a gradient along this path; keep it a tensor if the layers before should learn."
+            )
+        findings.append(Finding(INFO if harmless else WARNING, GRADIENT_CUT, message, (), what))
     return findings
 
 
@@ -634,16 +740,59 @@ def _memory_findings(index: _GraphIndex, top: int) -> list[Finding]:
     total = sum(b for b, _, _ in by_module.values())
     if not total or not top:
         return []
-    ranked = sorted(by_module.items(), key=lambda item: (-item[1][0], item[0]))[:top]
+    groups = repeated_module_groups(by_module, {info.path: info.type_name for info in index.graph.modules})
+    ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0]))[:top]
     findings = []
-    for path, (size, count, ops) in ranked:
+    for path, (size, count, ops, repeats) in ranked:
         where = path or ("the top level" if len(by_module) > 1 else "the graph")
+        if repeats > 1:
+            where = f"{path} ×{repeats}"
         findings.append(Finding(
             INFO, SAVED_MEMORY,
             f"{where} saves {format_bytes(size)} for backward in {count} tensor{'s' if count != 1 else ''} "
             f"({100 * size / total:.0f}% of {format_bytes(total)}; parameters and inputs not counted).",
             ops, path))
     return findings
+
+
+def repeated_module_groups(
+    by_module: Mapping[str, tuple[int, int, tuple[str, ...]]], types: Mapping[str, str]
+) -> dict[str, tuple[int, int, tuple[str, ...], int]]:
+    """Modules that differ only by their index in a list of alike blocks (``layers.0.mlp``,
+    ``layers.1.mlp``) summed under one pattern (``layers.*.mlp``): (bytes, tensors, ops, repeats).
+
+    ``types`` maps each module path to its class name: an index is replaced by ``*``
+    only in a container whose children are all of one class (a ModuleList of
+    blocks), not in a Sequential of different layers.
+
+    >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "h.0.mlp": "MLP", "h.1.mlp": "MLP"}
+    >>> repeated_module_groups({"h.0.mlp": (4, 1, ("n1",)), "h.1.mlp": (4, 1, ("n2",)), "head": (2, 1, ("n3",))}, types)
+    {'h.*.mlp': (8, 2, ('n1', 'n2'), 2), 'head': (2, 1, ('n3',), 1)}
+    """
+    children: dict[str, set[str]] = {}
+    for path, type_name in types.items():
+        parent, _, last = path.rpartition(".")
+        if last.isdigit():
+            children.setdefault(parent, set()).add(type_name)
+    alike = {parent for parent, kinds in children.items() if len(kinds) == 1}
+    members: dict[str, list[str]] = {}
+    for path in by_module:
+        parts = path.split(".") if path else []
+        for i, part in enumerate(parts):
+            if part.isdigit() and ".".join(parts[:i]) in alike:
+                parts[i] = "*"
+        pattern = ".".join(parts)
+        # A pattern of indices alone (a Sequential of blocks: '*') says nothing a reader could find.
+        if not pattern.replace("*", "").strip("."):
+            pattern = path
+        members.setdefault(pattern, []).append(path)
+    groups: dict[str, tuple[int, int, tuple[str, ...], int]] = {}
+    for pattern, paths in members.items():
+        size = sum(by_module[p][0] for p in paths)
+        count = sum(by_module[p][1] for p in paths)
+        ops = tuple(op for p in paths for op in by_module[p][2])
+        groups[pattern if len(paths) > 1 else paths[0]] = (size, count, ops, len(paths))
+    return groups
 
 
 def _itemsize(dtype: str) -> Optional[int]:
@@ -793,8 +942,10 @@ __all__ = [
     "WARNING",
     "check",
     "examine",
+    "failing",
     "finding_styles",
     "gradient_norms",
     "gradient_styles",
+    "raise_on",
     "saved_bytes_by_module",
 ]

@@ -36,3 +36,11 @@ class RenderError(GraphvizAutogradError, RuntimeError):
 
 class OutputPathError(RenderError):
     """The output path cannot be written (missing directory, no permission, ...)."""
+
+
+class CheckFailedError(GraphvizAutogradError, AssertionError):
+    """``check(..., fail_on=...)`` found findings at or above that severity; ``findings`` holds them."""
+
+    def __init__(self, message: str, findings: "list | tuple" = ()):
+        super().__init__(message)
+        self.findings = list(findings)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from .attribute_names import unregistered_tensors
 from .errors import GraphvizAutogradError
 from .naming import named_tensors
 
@@ -71,6 +72,21 @@ Shape = tuple[int, ...]
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTOCOL = 0x80  # the first byte of a pickle of protocol 2 or later
+
+
+# What user code may raise while it loads or runs: SystemExit too, since a script's
+# sys.exit(0) would otherwise end the command silently with status 0.
+USER_CODE_ERRORS = (Exception, SystemExit)
+
+
+def _raised(error: BaseException) -> str:
+    """'KeyError: 'depth'' for a message; a sys.exit() call named as such, with the fix."""
+    if isinstance(error, SystemExit):
+        return (
+            f"SystemExit (sys.exit({error.code!r})): a model file must not exit; keep script code "
+            f"under `if __name__ == \"__main__\":`"
+        )
+    return f"{type(error).__name__}: {error}"
 
 
 class ModelFileError(GraphvizAutogradError, ValueError):
@@ -157,7 +173,7 @@ class LoadedModel:
                 output = self.model(*inputs)
             else:
                 output = self.model(inputs)
-        except Exception as error:
+        except USER_CODE_ERRORS as error:
             hint = (
                 " An exported program runs only on inputs shaped like those it was exported with."
                 if self.exported
@@ -165,14 +181,14 @@ class LoadedModel:
             )
             raise ModelFileError(
                 f"{self._where(error)}: the forward pass of {type(self.model).__name__}"
-                f"{_describe_input_shapes(inputs)} failed: {type(error).__name__}: {error}{hint}"
+                f"{_describe_input_shapes(inputs)} failed: {_raised(error)}{hint}"
             ) from error
         if self.loss is None:
             return output
         try:
             return self.loss(output)
-        except Exception as error:
-            raise ModelFileError(f"{self._where(error)}: loss(output) failed: {type(error).__name__}: {error}") from error
+        except USER_CODE_ERRORS as error:
+            raise ModelFileError(f"{self._where(error)}: loss(output) failed: {_raised(error)}") from error
 
     def with_mode(self, training: Optional[bool]) -> "LoadedModel":
         """This model in train (``True``) or eval (``False``) mode; ``None`` keeps the mode.
@@ -200,7 +216,7 @@ class LoadedModel:
         except Exception as error:
             raise ModelFileError(
                 f"{self.source}: cannot copy {type(self.model).__name__} to switch it to "
-                f"{'train' if training else 'eval'} mode ({type(error).__name__}: {error}); "
+                f"{'train' if training else 'eval'} mode ({_raised(error)}); "
                 f"call model.{'train' if training else 'eval'}() in the model file instead."
             ) from error
         model.train(training)
@@ -231,6 +247,8 @@ class LoadedModel:
         """
         names: dict[str, torch.Tensor] = dict(self.model.named_parameters())
         names.update(self.model.named_buffers())
+        for name, tensor in unregistered_tensors(self.model).items():  # in plain lists, dicts: by attribute path
+            names.setdefault(name, tensor)
         taken = {id(t) for t in names.values()}
         for name, tensor in self.input_names().items():
             if id(tensor) not in taken and name not in names:
@@ -348,12 +366,12 @@ def _load_module_factory(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]
                 ) from error
             raise ModelFileError(
                 f"{_deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
-                f"{type(error).__name__}: {error}"
+                f"{_raised(error)}"
             ) from error
-        except Exception as error:
+        except USER_CODE_ERRORS as error:
             raise ModelFileError(
                 f"{_deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
-                f"{type(error).__name__}: {error}"
+                f"{_raised(error)}"
             ) from error
         where = lambda error: _deepest_user_frame(error) or spec.text  # noqa: E731
         factory = _find_factory(vars(module), spec, where)
@@ -397,8 +415,8 @@ def _call_factory(factory: Callable, spec: ModelSpec, where: Callable[[BaseExcep
         return factory
     try:
         return factory()
-    except Exception as error:
-        raise ModelFileError(f"{where(error)}: {spec.factory}() raised {type(error).__name__}: {error}") from error
+    except USER_CODE_ERRORS as error:
+        raise ModelFileError(f"{where(error)}: {spec.factory}() raised {_raised(error)}") from error
 
 
 def _from_factory_result(
@@ -590,10 +608,10 @@ def _import_file(file: Path) -> dict[str, Any]:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except USER_CODE_ERRORS as error:
         sys.modules.pop(module_name, None)
         raise ModelFileError(
-            f"{_user_frame(error, file)}: importing the model file raised {type(error).__name__}: {error}"
+            f"{_user_frame(error, file)}: importing the model file raised {_raised(error)}"
         ) from error
     return vars(module)
 
@@ -603,8 +621,8 @@ def _call_if_function(value: Any, file: Path, name: str) -> Any:
         return value
     try:
         return value()
-    except Exception as error:
-        raise ModelFileError(f"{_user_frame(error, file)}: {name}() raised {type(error).__name__}: {error}") from error
+    except USER_CODE_ERRORS as error:
+        raise ModelFileError(f"{_user_frame(error, file)}: {name}() raised {_raised(error)}") from error
 
 
 def _user_frame(error: BaseException, file: Path) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator, Union
 
 import torch
 
+from .attribute_names import unregistered_tensors
 from .errors import InputTypeError
 
 # What ``params`` may be: a dict of name to tensor, a module, or (name, tensor) pairs.
@@ -66,6 +67,8 @@ def parameter_names(params: Params) -> dict[int, str]:
         pairs: Iterable[Any] = [
             *params.named_parameters(remove_duplicate=False),
             *params.named_buffers(remove_duplicate=False),
+            # Tensors kept in plain lists, dicts or unregistered modules, named by attribute path.
+            *unregistered_tensors(params).items(),
         ]
     elif isinstance(params, Mapping):
         pairs = params.items()
@@ -92,3 +95,10 @@ def _params_message(params: Any) -> str:
         f"params must be a dict of name to tensor, an nn.Module or (name, tensor) pairs; "
         f"got {type(params).__name__}. Pass dict(model.named_parameters()) or the model itself."
     )
+
+
+def layout_name(t: torch.Tensor) -> str:
+    """'sparse_coo', 'sparse_csr', 'nested', 'mkldnn'...; 'strided' for a plain tensor."""
+    if t.is_nested:
+        return "nested"
+    return str(t.layout).replace("torch.", "")

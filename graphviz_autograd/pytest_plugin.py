@@ -731,3 +731,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.section("graphviz-autograd golden files")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# --- asserting that a model learns (its own module) --------------------------------
+
+from .pytest_checks import autograd_check  # noqa: E402,F401  (a fixture: pytest finds it here)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -49,7 +50,8 @@ from .graph import (
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
 )
-from .naming import named_tensors
+from .attribute_names import unregistered_tensors
+from .naming import layout_name, named_tensors
 
 
 # (code, label text, module where the gradient was cut)
@@ -61,6 +63,8 @@ _DETACHING = {
     torch.Tensor.detach_: (DETACH, "{}.detach_()", "detach_()"),
     torch.detach: (DETACH, "{}.detach()", "detach()"),
     torch.Tensor.data.__get__: (DATA_ATTRIBUTE, "{}.data", ".data"),  # type: ignore[attr-defined]
+    # A new tensor built from the values of one: it has no history.
+    torch.tensor: (DETACH, "torch.tensor({})", "torch.tensor()"),
 }
 # F.linear(input, weight, bias) becomes addmm(bias, input, weight.t()): its
 # inputs without gradient show up in that order among the new nodes' slots.
@@ -68,6 +72,17 @@ _DETACHING = {
 _SLOT_ORDER: dict[Callable, Callable[[list], list]] = {
     F.linear: lambda args: [args[2], args[0], args[1]] if len(args) > 2 else args,
 }
+# Calls that turn a tensor into Python values, which carry no gradient: how a message names them.
+_ESCAPING = {
+    torch.Tensor.item: ".item()",
+    torch.Tensor.tolist: ".tolist()",
+    torch.Tensor.__float__: "float()",
+    torch.Tensor.__int__: "int()",
+    torch.Tensor.numpy: ".numpy()",
+}
+# Ops that add an input of their own before the caller's: torch.sparse.mm(a, b) is
+# addmm(zeros, a, b), whose first slot is that zero matrix, not ``a``.
+_HIDDEN_INPUTS: dict[Callable, str] = {torch.sparse.mm: "zeros added by sparse.mm"}
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()
 
@@ -96,6 +111,16 @@ class Recorder:
         # id -> name of the model's inputs, parameters and buffers, while recording
         self._names: dict[int, str] = {}
         self._named_inputs: list[torch.Tensor] = []
+        # The model's inputs by argument name, kept after recording without keeping the tensors.
+        self._input_names: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # Parameters the forward froze with requires_grad_(False): name -> module that did it.
+        self.frozen_in_forward: dict[str, str] = {}
+        # Tensors that require grad turned into Python values (.item(), .tolist(), float()):
+        # (call, tensor name or '', module) in the order seen.
+        self.escapes: list[tuple[str, str, str]] = []
+        # Names of the frozen parameters the forward passed to any call (kept after recording).
+        self.frozen_used: set[str] = set()
+        self._frozen_names: dict[int, str] = {}
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
@@ -106,6 +131,10 @@ class Recorder:
         """(module, reason per no-grad slot) noted on ``grad_fn``, or None if this recorder never saw it."""
         return grad_fn.metadata.get(self.key)
 
+    def named_inputs(self) -> list[tuple[str, torch.Tensor]]:
+        """The model's forward inputs still alive, by the names its forward gives them (``x``, ``batch.mask``)."""
+        return sorted(((name, tensor) for tensor, name in self._input_names.items()), key=lambda pair: pair[0])
+
     def owner(self, parameter_name: str) -> str:
         """The module that owns a parameter or buffer of this name ('' if none does)."""
         path = parameter_name
@@ -114,6 +143,11 @@ class Recorder:
             if path in self._module_paths:
                 return path
         return ""
+
+    def note_unseen(self, op_labels: Any) -> None:
+        """Say once, as a warning, when a walked graph holds compiled code this recorder could not see."""
+        if any(label.startswith("CompiledFunction") for label in op_labels):
+            warnings.warn(f"graphviz-autograd: {COMPILED_NOTE}", stacklevel=3)
 
     # --- the context manager ---
 
@@ -124,9 +158,14 @@ class Recorder:
         self._thread = threading.get_ident()
         if self.model is not None:
             self._fixed_reasons = _frozen_and_buffers(self.model)
+            self._frozen_names = {
+                id(p): name for name, p in self.model.named_parameters(remove_duplicate=False) if not p.requires_grad
+            }
             for name, tensor in itertools.chain(
                 self.model.named_parameters(remove_duplicate=False), self.model.named_buffers(remove_duplicate=False)
             ):
+                self._names.setdefault(id(tensor), name)
+            for name, tensor in unregistered_tensors(self.model).items():
                 self._names.setdefault(id(tensor), name)
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
             for name, module in self.model.named_modules():
@@ -150,6 +189,7 @@ class Recorder:
             self._remove_hooks()
             self._stack = []
             self._fixed_reasons = {}
+            self._frozen_names = {}
             self._names = {}
             self._named_inputs = []
 
@@ -160,7 +200,7 @@ class Recorder:
 
     def _name_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
         """Remember the model's input tensors by the names its forward gives them."""
-        if threading.get_ident() != self._thread:
+        if _compiling() or threading.get_ident() != self._thread:
             return
         try:
             bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
@@ -170,17 +210,19 @@ class Recorder:
             for tensor_name, tensor in named_tensors(value, name):
                 self._names.setdefault(id(tensor), tensor_name)
                 self._named_inputs.append(tensor)  # keeps the id valid while recording
+                if tensor not in self._input_names:
+                    self._input_names[tensor] = tensor_name
 
     def _enter_module(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
-            if threading.get_ident() == self._thread:
+            if not _compiling() and threading.get_ident() == self._thread:
                 self._stack.append(name)
 
         return pre_hook
 
     def _leave_module(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if threading.get_ident() != self._thread:
+            if _compiling() or threading.get_ident() != self._thread:
                 return
             # Pop back to this module: a child whose forward raised popped nothing.
             while self._stack:
@@ -197,11 +239,31 @@ class Recorder:
 
     def saw_call(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if self._frozen_names:
+            for t in inputs:
+                name = self._frozen_names.get(id(t))
+                if name is not None:
+                    self.frozen_used.add(name)
+        escape = _ESCAPING.get(func)
+        if escape is not None and inputs:
+            # Gradient would flow but the result is Python or NumPy values (a detached tensor counts:
+            # .detach().numpy() is how a NumPy round trip starts).
+            source = inputs[0]
+            if (source.requires_grad and torch.is_grad_enabled()) or self._reasons.get(source, ("",))[0] == DETACH:
+                self.escapes.append((escape, self._names.get(id(source), ""), self.current_module))
+            return
         outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
         if not outputs:
             return
         module = self.current_module
+        if func is torch.Tensor.requires_grad_:
+            name = self._names.get(id(inputs[0])) if inputs else None
+            if name is not None and not outputs[0].requires_grad and id(inputs[0]) not in self._fixed_reasons:
+                self.frozen_in_forward.setdefault(name, module)
+            return
         detaching = _DETACHING.get(func)
+        if func is torch.tensor and not (inputs and inputs[0].requires_grad):
+            detaching = None  # a constant from Python values, or a copy of data that had no gradient
         if detaching is not None:
             code, named_text, text = detaching
             name = self._names.get(id(inputs[0])) if inputs else None
@@ -249,6 +311,9 @@ class Recorder:
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
         candidates = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
         reasons = [self._reason(t, module) for t in candidates]
+        hidden = _HIDDEN_INPUTS.get(func)
+        if hidden is not None:  # an input the op makes itself comes first among its slots
+            reasons.insert(0, (REQUIRES_GRAD_FALSE, hidden, module))
         if not reasons:
             return
         if len(set(reasons)) == 1:
@@ -271,10 +336,12 @@ class Recorder:
         if tensor.is_inference():
             return INFERENCE_MODE, "inference_mode()", module
         name = self._names.get(id(tensor))
+        layout = "" if tensor.layout is torch.strided and not tensor.is_nested else layout_name(tensor)
         if not (tensor.is_floating_point() or tensor.is_complex()):
-            dtype = str(tensor.dtype).replace("torch.", "")
+            dtype = " ".join(filter(None, (str(tensor.dtype).replace("torch.", ""), layout)))
             return INTEGER, f"{name} ({dtype})" if name else f"{dtype} tensor", module
-        return REQUIRES_GRAD_FALSE, f"{name} (requires_grad=False)" if name else "requires_grad=False", module
+        what = f"{layout}, requires_grad=False" if layout else "requires_grad=False"
+        return REQUIRES_GRAD_FALSE, f"{name} ({what})" if name else what, module
 
     def _note_lost_gradient(self, outputs: list, inputs: list, module: str) -> None:
         """Outputs without gradient made from inputs with it (under no_grad) or from cut tensors."""
@@ -316,9 +383,19 @@ class _RecordingMode(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        if threading.get_ident() == self.recorder._thread:
+        if not _compiling() and threading.get_ident() == self.recorder._thread:
             self.recorder.saw_call(func, args, kwargs, result)
         return result
+
+
+# Inside torch.compile's tracing the recorder does nothing: any Python it ran there
+# (thread ids, weak dictionaries) would split the compiled graph. Compiled code
+# shows as CompiledFunctionBackward nodes, which :meth:`Recorder.note_unseen` names.
+_compiling = torch.compiler.is_compiling
+COMPILED_NOTE = (
+    "record() does not look inside torch.compile'd code: its ops show as CompiledFunctionBackward, "
+    "with no module and no reason for a cut gradient; record the model uncompiled to see them."
+)
 
 
 def record(model: Optional[torch.nn.Module] = None) -> Recorder:

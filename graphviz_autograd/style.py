@@ -84,11 +84,17 @@ LEGEND_TEXT = {
     MODULE: "module, collapsed",
 }
 
+# How severe a finding is, worst first (diagnose.Finding.severity, check's --fail-on).
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
 # How diagnostics mark a node (diagnose.finding_styles): a thick border by severity.
 # Info findings are not drawn.
 SEVERITY_STYLES: dict[str, dict[str, str]] = {
-    "error": {"color": "red", "penwidth": "3"},
-    "warning": {"color": "orange", "penwidth": "3"},
+    ERROR: {"color": "red", "penwidth": "3"},
+    WARNING: {"color": "orange", "penwidth": "3"},
 }
 
 # Gradient norm, low to high on a log scale (diagnose.gradient_styles): ColorBrewer

@@ -25,7 +25,7 @@ from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
 from .errors import NoGraphError
-from .naming import Params, named_tensors, parameter_names
+from .naming import Params, layout_name, named_tensors, parameter_names
 from .graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -109,11 +109,17 @@ def walk(
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     names = parameter_names(params)
+    # With names asked for, the forward's arguments are named too, as the CLI names them.
+    recorded_inputs = recorder.named_inputs() if recorder is not None and params is not None else ()
+    for name, tensor in recorded_inputs:
+        names.setdefault(id(tensor), name)
     deep_graphs.release_unreferenced()
     walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
     with _gc_paused:
         graph = walker.run(with_graph)
     deep_graphs.hold(walker.fn_index)
+    if recorder is not None:
+        recorder.note_unseen({n.label for n in graph.nodes if n.kind == OP})
     return graph
 
 
@@ -411,11 +417,15 @@ class _Walker:
         self.keep_alive.append(tensor)
         name = self.parameter_names.get(key)
         owner = self.recorder.owner(name) if self.recorder is not None and name else ""
+        kind = LEAF if name is None else PARAMETER
+        if tensor.layout is not _STRIDED or tensor.is_nested:  # sparse, nested...: say so
+            self.contents.append((kind, name or "", *_tensor_meta(tensor), (), "", owner))
+            return index
         # _tensor_meta() spelled out: a model's every parameter comes here once a walk.
         dtype, device = tensor.dtype, tensor.device
         self.contents.append(
             (
-                LEAF if name is None else PARAMETER,
+                kind,
                 name or "",
                 _shape_of(tensor),
                 _DTYPE_NAMES.get(dtype) or _dtype_name(dtype),
@@ -532,8 +542,17 @@ def _unreadable_note(error: RuntimeError) -> str:
 
 
 def _tensor_meta(t: torch.Tensor) -> tuple[Optional[tuple[int, ...]], str, str]:
-    """Shape, dtype and device, read from metadata only (no data leaves the device)."""
-    return _shape_of(t), _dtype_name(t.dtype), _device_name(t.device)
+    """Shape, dtype and device, read from metadata only (no data leaves the device).
+
+    A tensor not laid out as a plain strided array has its layout after the dtype
+    (``float32 sparse_coo``, ``float32 nested``), so labels and tooltips say it.
+    """
+    if t.layout is _STRIDED and not t.is_nested:
+        return _shape_of(t), _dtype_name(t.dtype), _device_name(t.device)
+    return _shape_of(t), f"{_dtype_name(t.dtype)} {layout_name(t)}", _device_name(t.device)
+
+
+_STRIDED = torch.strided
 
 
 def _shape_of(t: Any) -> Optional[tuple[int, ...]]:

@@ -20,6 +20,7 @@ LAYERS = [
     "views",
     "structure",
     "options",
+    "attribute_names",
     "naming",
     "record",
     "deep_graphs",
@@ -32,6 +33,7 @@ LAYERS = [
     "api",
     "model_file",
     "cli",
+    "pytest_checks",
     "pytest_plugin",
     "__main__",
 ]

@@ -359,6 +359,8 @@ def test_findings_from_a_recorded_forward_pass():
         loss = model(torch.ones(2, 3))
     findings = check(loss, model, recorder=rec, top_memory=0)
     assert summary(findings) == {
+        ("info", "frozen_parameter", "backbone.weight"),  # used, though its output is detached later
+        ("info", "frozen_parameter", "backbone.bias"),
         ("warning", "gradient_cut", "detach()"),
         ("warning", "gradient_cut", "no_grad()"),
         ("warning", "unused_parameter", "encoder.weight"),

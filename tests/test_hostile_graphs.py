@@ -219,7 +219,7 @@ def test_sparse_leaf_draws_with_its_dense_shape(graphviz_svg):
     s = torch.randn(3, 3).to_sparse().requires_grad_()
     out = torch.sparse.sum(s * 2)
     _, nodes = drawn(graphviz_svg, out, {"s": s}, show_attrs=True, show_saved=True)
-    assert ("s", "(3, 3)") in shown(nodes)
+    assert ("s", "(3, 3) float32 sparse_coo") in shown(nodes)  # the layout is said
 
 
 def test_sparse_output(graphviz_svg):
@@ -227,7 +227,7 @@ def test_sparse_output(graphviz_svg):
     out = s * 2
     assert out.is_sparse
     _, nodes = drawn(graphviz_svg, out, {"s": s})
-    assert nodes["n0"].lines == ["(2, 4)"]
+    assert nodes["n0"].lines == ["(2, 4) float32 sparse_coo"]
 
 
 def test_strided_nested_tensor_output_has_unknown_shape(graphviz_svg):
@@ -236,8 +236,8 @@ def test_strided_nested_tensor_output_has_unknown_shape(graphviz_svg):
         nt = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], requires_grad=True)
     out = nt * 2
     _, nodes = drawn(graphviz_svg, out, {"nt": nt}, show_attrs=True, show_saved=True)
-    assert nodes["n0"].lines == ["(shape unknown)"]
-    assert ("nt", "(shape unknown)") in shown(nodes)
+    assert nodes["n0"].lines == ["(shape unknown) float32 nested"]
+    assert ("nt", "(shape unknown) float32 nested") in shown(nodes)
 
 
 def test_jagged_nested_tensor_with_a_symbolic_dimension_has_unknown_shape(graphviz_svg):

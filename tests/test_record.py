@@ -192,6 +192,7 @@ def test_each_op_belongs_to_the_innermost_module_that_ran_it():
         "blocks.1.inner.bias": "blocks.1.inner",
         "shared.weight": "shared",
         "shared.bias": "shared",
+        "x": "",  # the input that requires grad, named by the forward's argument
     }
     accumulate_owners = {
         graph.node(e.target).module for e in graph.edges if graph.node(e.source).kind == "parameter"

@@ -1,0 +1,90 @@
+"""Name tensors a model holds outside its registered parameters and buffers.
+
+A beginner keeps layers in a plain list (``self.layers = [nn.Linear(4, 4)]``) or
+weights in a plain dict; PyTorch does not register them, so ``named_parameters()``
+never lists them and the optimizer never sees them. They still feed the graph, and
+a drawing or a finding should name them as the code that holds them does:
+``layers[0].weight``, ``heads['a'].bias``, ``weights[1]``.
+
+>>> import torch
+>>> from torch import nn
+>>> class Net(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc = nn.Linear(2, 2)
+...         self.layers = [nn.Linear(2, 1, bias=False)]
+...         self.scales = {"a": torch.ones(1, requires_grad=True)}
+>>> list(unregistered_tensors(Net()))
+['layers[0].weight', "scales['a']"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# Containers longer than this are data (a list of token ids, a cache), not layers: not searched.
+MAX_CONTAINER_ITEMS = 10_000
+
+
+def unregistered_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Tensors reachable from ``model``'s attributes that are none of its parameters or buffers, by attribute path.
+
+    The search follows public attributes of every module (registered or not)
+    through lists, tuples and dicts, and the parameters and buffers of modules
+    that are not registered. A tensor reachable by several paths keeps the first,
+    in definition order. No recursion: any nesting depth, and cycles, are fine.
+    """
+    registered = {id(t) for _, t in model.named_parameters(remove_duplicate=False)}
+    registered.update(id(t) for _, t in model.named_buffers(remove_duplicate=False))
+    found: dict[str, torch.Tensor] = {}
+    found_ids: set[int] = set()
+    seen: set[int] = set()
+    stack: list[tuple[str, Any, bool]] = [("", model, True)]  # (path, value, registered module)
+    while stack:
+        path, value, is_registered = stack.pop()
+        if isinstance(value, torch.Tensor):
+            if id(value) not in registered and id(value) not in found_ids:
+                found[path] = value
+                found_ids.add(id(value))
+            continue
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        items: list[tuple[str, Any, bool]] = []
+        if isinstance(value, torch.nn.Module):
+            if not is_registered:  # its own parameters and buffers are unknown to the model
+                for name, tensor in (*value._parameters.items(), *value._buffers.items()):
+                    if tensor is not None:
+                        items.append((_attribute(path, name), tensor, False))
+            for name, child in value._modules.items():
+                if child is not None:
+                    items.append((_attribute(path, name), child, is_registered))
+            for name, attribute in vars(value).items():
+                if not name.startswith("_") and _may_hold_tensors(attribute):
+                    items.append((_attribute(path, name), attribute, False))
+        elif isinstance(value, Mapping):
+            if len(value) <= MAX_CONTAINER_ITEMS:
+                items = [(f"{path}[{key!r}]", v, False) for key, v in value.items() if _may_hold_tensors(v)]
+        elif isinstance(value, (list, tuple)):
+            if len(value) <= MAX_CONTAINER_ITEMS:
+                items = [(f"{path}[{i}]", v, False) for i, v in enumerate(value) if _may_hold_tensors(v)]
+        stack.extend(reversed(items))
+    return found
+
+
+# Attribute types that hold no tensor, told apart before the slower isinstance checks:
+# a module has dozens of such attributes (sizes, flags, names).
+_PLAIN_TYPES = frozenset((bool, int, float, str, bytes, type(None)))
+
+
+def _may_hold_tensors(value: Any) -> bool:
+    if type(value) in _PLAIN_TYPES:
+        return False
+    return isinstance(value, (torch.Tensor, torch.nn.Module, list, tuple, dict, Mapping))
+
+
+def _attribute(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
