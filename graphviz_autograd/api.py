@@ -29,6 +29,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 
 import graphviz
 
+from .budget import draw_within_budget
 from .collapse import check_depth, collapse
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
@@ -43,8 +44,9 @@ from .layout import (
     shown_graph,
     split_shared_leaves,
 )
+from .notebook import AutogradDigraph
 from .record import Recorder
-from .render import DEFAULT_TIMEOUT, PathLike, format_for_path, render_source
+from .render import DEFAULT_TIMEOUT, PathLike, check_writable, format_for_path, render_source, write_atomic
 from .style import Theme
 from .walk import Params, walk
 
@@ -132,10 +134,7 @@ def make_dot(
     if depth is not None:
         graph = collapse(graph, depth, fold_repeated)
         node_styles = {}  # the walked graph's ids: gone into boxes
-    laid_out = lay_out(
-        graph,
-        layout=layout,
-        layout_budget=layout_budget,
+    dot_options = dict(
         show_attrs=show_attrs,
         show_saved=show_saved,
         max_attr_chars=max_attr_chars,
@@ -150,8 +149,11 @@ def make_dot(
         clusters=clusters,
         show_shapes=show_shapes,
     )
+    laid_out = lay_out(graph, layout=layout, layout_budget=layout_budget, **dot_options)
     _say(laid_out.note)
-    dot = graphviz.Digraph(engine=laid_out.engine)
+    # Keeps the graph (plain data, no tensor) to draw it again with the fixed layout
+    # when dot runs past the budget, in a notebook or in render().
+    dot = AutogradDigraph(engine=laid_out.engine, drawn=graph, dot_options=dot_options, layout_budget=layout_budget)
     dot.body = laid_out.lines
     return dot
 
@@ -232,7 +234,15 @@ def render(
     if format_for_path(path, format) == "dot" and layout == "auto":
         layout = "dot"  # nothing is laid out here, so nothing to decide
     dot = make_dot(outputs_or_graph, params, layout=layout, layout_budget=layout_budget, **make_dot_options)
-    return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
+    fmt = format_for_path(path, format)
+    if fmt == "dot" or layout != "auto":
+        return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
+    check_writable(path)
+    drawn = draw_within_budget(
+        dot.source, fmt, engine=dot.engine, budget=layout_budget, fixed_source=dot.fixed_source, timeout=timeout
+    )
+    _say(drawn.note)
+    return write_atomic(path, drawn.data)
 
 
 def _as_graph(

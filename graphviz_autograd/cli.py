@@ -22,13 +22,14 @@ import torch
 
 from . import __version__
 from .api import lay_out
+from .budget import draw_within_budget
 from .collapse import check_depth, collapse
 from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
 from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from .model_file import LoadedModel, ModelSpec, Shape, load_model, parse_model_spec
-from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
-from .layout import LAYOUTS, collapse_to_fit
+from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
+from .layout import DEFAULT_LAYOUT_BUDGET, LAYOUTS, collapse_to_fit
 from .style import DIRECTIONS
 from .record import Recorder, record
 from .walk import walk
@@ -223,7 +224,7 @@ def render(
                 clusters=not no_clusters,
                 show_shapes=shapes,
             )
-            text, engine = _draw(
+            text, engine, fixed_source = _draw(
                 loaded,
                 outputs,
                 fmt,
@@ -236,7 +237,7 @@ def render(
                 depth=depth,
                 fold_repeated=not no_fold,
             )
-        _write(text, target, fmt, timeout, progress, engine)
+        _write(text, target, fmt, timeout, progress, engine, fixed_source)
 
 
 @main.command(
@@ -416,9 +417,10 @@ def _draw(
     diagnose: bool = False,
     depth: Optional[int] = None,
     fold_repeated: bool = True,
-) -> tuple[str, str]:
-    """Walk the outputs; return JSON or DOT text (collapsed to ``depth`` when given), and
-    the Graphviz program to draw it."""
+) -> tuple[str, str, Optional[Callable[[], str]]]:
+    """Walk the outputs; return JSON or DOT text (collapsed to ``depth`` when given),
+    the Graphviz program to draw it, and for ``layout="auto"`` the same graph in the
+    fixed layout, to draw when ``dot`` runs past its budget (else None)."""
     progress("walking the autograd graph...")
     started = time.perf_counter()
     collect_saved = dot_options["show_attrs"] or dot_options["show_saved"]
@@ -437,7 +439,7 @@ def _draw(
             )
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
-        return graph.to_json(), "dot"
+        return graph.to_json(), "dot", None
     if fmt == "dot" and layout == "auto":
         layout = "dot"  # a DOT file is not laid out here: nothing to decide
     if depth is None and layout == "auto":
@@ -457,7 +459,10 @@ def _draw(
     if fmt != "dot":
         how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
         progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
-    return source, laid_out.engine
+    fixed_source = None
+    if layout == "auto" and laid_out.engine == "dot" and fmt != "dot":
+        fixed_source = lambda: digraph(lay_out(graph, layout="fixed", **dot_options).lines)  # noqa: E731
+    return source, laid_out.engine, fixed_source
 
 
 def _examine(
@@ -494,16 +499,31 @@ def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
         ) from error
 
 
-def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress", engine: str = "dot") -> None:
-    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None."""
+def _write(
+    text: str,
+    target: Optional[Path],
+    fmt: str,
+    timeout: float,
+    progress: "_Progress",
+    engine: str = "dot",
+    fixed_source: Optional[Callable[[], str]] = None,
+) -> None:
+    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None.
+
+    With ``fixed_source``, ``dot`` is stopped after the layout budget and that is drawn instead."""
+    if fmt in ("dot", JSON):
+        data = text.encode("utf-8")
+    else:
+        drawn = draw_within_budget(
+            text, fmt, engine=engine, budget=DEFAULT_LAYOUT_BUDGET, fixed_source=fixed_source, timeout=timeout
+        )
+        if drawn.note:  # a decision made for the user: shown even with --quiet
+            click.echo(f"note: {drawn.note}", err=True)
+        data = drawn.data
     if target is None:
-        data = text.encode("utf-8") if fmt in ("dot", JSON) else run_dot(text, fmt, timeout=timeout, engine=engine)
         click.echo(data, nl=False)  # bytes go out unchanged: no newline translation, no ANSI stripping
         return
-    if fmt == JSON:
-        written = write_atomic(target, text.encode("utf-8"))
-    else:
-        written = render_source(text, target, format=fmt, timeout=timeout, engine=engine)
+    written = write_atomic(target, data)
     progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
 
 

@@ -36,3 +36,7 @@ class RenderError(GraphvizAutogradError, RuntimeError):
 
 class OutputPathError(RenderError):
     """The output path cannot be written (missing directory, no permission, ...)."""
+
+
+class LayoutTimeoutError(RenderError):
+    """Graphviz did not finish within the time it was given (and was stopped)."""

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional, Union
 
-from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
+from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png"}
@@ -111,7 +111,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
         stdout, stderr = process.communicate(source.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         _stop(process)
-        raise RenderError(
+        raise LayoutTimeoutError(
             f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. "
             "Pass a larger timeout= (--timeout on the command line), draw it with layout='fixed' "
             "(--layout fixed), collapse it with depth= (--depth), or write .dot and lay it out separately."
