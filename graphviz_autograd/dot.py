@@ -46,6 +46,7 @@ from .graph import (
     cut_location,
 )
 from .layout import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .stacking import stacking_edges
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -341,6 +342,9 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     return lines
 
 
+CLUSTERED_GRAPH_LINE = "\tgraph [newrank=true]\n"
+
+
 def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
@@ -357,12 +361,14 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         return path
 
     by_module: dict[str, list[int]] = {}  # cluster -> indices of its nodes
+    box_of: list[str] = []  # node index -> its cluster
     for i, content in enumerate(columns.contents):
         path = content[7]  # Node.module
         cluster = placed.get(path)
         if cluster is None:
             cluster = placed[path] = listed(path)
         by_module.setdefault(cluster, []).append(i)
+        box_of.append(cluster)
 
     used = set()  # clusters holding a node, directly or below
     for path in by_module:
@@ -374,7 +380,11 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         if m.path in used:
             children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
 
-    lines = writer.node_lines(by_module.get("", ()))
+    # One ranking of the whole graph, not one per cluster: with the invisible edges
+    # of stacking_edges, each box then spans the ranks of its own ops and the
+    # boxes of a model stack in one column (see graphviz_autograd.stacking).
+    lines = [CLUSTERED_GRAPH_LINE]
+    lines.extend(writer.node_lines(by_module.get("", ())))
     # Every cluster has the same attributes but its title: sorted and quoted once.
     before_title, after_title = _around_label(CLUSTER_ATTRS)
     # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
@@ -392,6 +402,11 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
         stack.append((None, depth))
         stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
+    ids = columns.ids
+    lines.extend(
+        f"\t{ids[upper]} -> {ids[source]} [style=invis]\n"
+        for upper, source in stacking_edges(columns.links, box_of, lambda path: listed(path.rpartition(".")[0]))
+    )
     return lines
 
 
