@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Union
 import graphviz
 
 from .budget import draw_within_budget
-from .collapse import check_depth, collapse
+from .collapse import check_depth, collapse, fold_to_representative
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .dot import body_lines
 from .errors import OptionError
@@ -131,6 +131,8 @@ def make_dot(
     if grad_colors is not None:
         overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
     node_styles, notes = merge_styles(*overlays)
+    if fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, depth)
     if depth is not None:
         graph = collapse(graph, depth, fold_repeated)
         node_styles = {}  # the walked graph's ids: gone into boxes

@@ -23,7 +23,7 @@ import torch
 from . import __version__
 from .api import lay_out
 from .budget import draw_within_budget
-from .collapse import check_depth, collapse
+from .collapse import check_depth, collapse, fold_to_representative
 from .diagnose import DEFAULT_TOP_MEMORY, ERROR, SEVERITIES, Examination, Finding, examine, finding_styles
 from .dot import digraph
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
@@ -442,6 +442,8 @@ def _draw(
         return graph.to_json(), "dot", None
     if fmt == "dot" and layout == "auto":
         layout = "dot"  # a DOT file is not laid out here: nothing to decide
+    if fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, depth)
     if depth is None and layout == "auto":
         fitted = collapse_to_fit(graph, fold_repeated=fold_repeated)
         if fitted.note:  # a decision made for the user: shown even with --quiet

@@ -125,7 +125,7 @@ def test_graph_without_module_info_is_drawn_as_before():
 
 def test_cluster_output_is_byte_stable():
     assert to_dot(gpt2_like(blocks=3)) == to_dot(gpt2_like(blocks=3))
-    assert make_dot(gpt2_like(blocks=3)).source == to_dot(gpt2_like(blocks=3))
+    assert make_dot(gpt2_like(blocks=3), fold_repeated=False).source == to_dot(gpt2_like(blocks=3))
 
 
 def test_clustered_graph_matches_golden(autograd_golden):
