@@ -281,17 +281,17 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
     of the run go, and the first block's module is titled with the count and the
     paths it stands for (``LlamaDecoderLayer ×80: layers.0 … layers.79``).
     Blocks are alike when their class, parameter count and ops (names and counts,
-    nested modules included) agree, and their nodes are matched by module path
+    nested modules included) agree and each feeds the next, and their nodes are matched by module path
     inside the block, kind, label and order; a run whose nodes do not match is
     kept as it is.
 
     >>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
-    >>> nodes = [Node("n0", OUTPUT, "y")] + [Node(f"n{i}", OP, "ExpBackward0", module=f"h.{i - 1}") for i in (1, 2, 3)]
+    >>> nodes = [Node("n0", OUTPUT, "y")] + [Node(f"n{i}", OP, "ExpBackward0", module=f"h.{3 - i}") for i in (1, 2, 3)]
     >>> g = AutogradGraph(tuple(nodes), (Edge("n1", "n0"), Edge("n2", "n1"), Edge("n3", "n2")),
     ...                   modules=(ModuleInfo("", "M"), ModuleInfo("h", "List"), *(ModuleInfo(f"h.{i}", "Block") for i in range(3))))
     >>> small = fold_to_representative(g)
     >>> [n.id for n in small.nodes], [(e.source, e.target) for e in small.edges]
-    (['n0', 'n1'], [('n1', 'n0')])
+    (['n0', 'n3'], [('n3', 'n0')])
     >>> [m.type_name for m in small.modules if m.path == "h.0"]
     ['Block ×3: h.0 … h.2']
     """
@@ -305,6 +305,9 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             if path in tree.info:
                 under.setdefault(path, []).append(node)
             path = path.rpartition(".")[0]
+    targets: dict[str, set] = {}  # node id -> the ids it feeds
+    for edge in graph.edges:
+        targets.setdefault(edge[0], set()).add(edge[1])
     stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
     dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
     block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
@@ -323,7 +326,8 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
                 run.append(children[k + len(run)])
             k += len(run)
             expanded = depth is None or run[0].count(".") < depth
-            matches = _match_blocks(run, under) if len(run) > 1 and expanded else None
+            chained = len(run) > 1 and expanded and _each_feeds_the_next(run, under, targets)
+            matches = _match_blocks(run, under) if chained else None
             if matches is None:
                 pending.extend(run)
                 continue
@@ -338,10 +342,21 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             pending.append(first)
     if not stand_in:
         return graph
-    nodes = tuple(n for n in graph.nodes if n.id not in stand_in)
+    # An input from outside the run that feeds only blocks that go (a buffer read by
+    # every layer, one dashed box per read) goes with them: the first block has its own.
+    fed = Counter(e[1] for e in graph.edges)
+    only_dropped: dict[str, bool] = {}
+    for edge in graph.edges:
+        source = edge[0]
+        if source not in stand_in and not fed[source]:
+            only_dropped[source] = only_dropped.get(source, True) and edge[1] in stand_in
+    gone = set(stand_in).union(n for n, dropped in only_dropped.items() if dropped)
+    nodes = tuple(n for n in graph.nodes if n.id not in gone)
     edges: dict[tuple, Edge] = {}
     for edge in graph.edges:
         source, target = edge[0], edge[1]
+        if source in gone and source not in stand_in:
+            continue
         in_source, in_target = block_of.get(source), block_of.get(target)
         if in_source is not None and in_target is not None and in_source[0] == in_target[0]:
             if in_source[1] != in_target[1] or in_source[1] > 0:
@@ -352,6 +367,16 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             edges[key] = new
     modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
     return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
+
+
+def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
+    """Whether each block of ``run`` feeds the one after it: a chain of layers, not two
+    alike modules side by side (a block's two layer norms)."""
+    for upper, lower in zip(run, run[1:]):
+        below = {n.id for n in under[lower]}
+        if not any(targets.get(n.id, set()) & below for n in under[upper]):
+            return False
+    return True
 
 
 def _short(path: str, parent: str) -> str:
