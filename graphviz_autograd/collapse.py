@@ -348,7 +348,7 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
     only_dropped: dict[str, bool] = {}
     for edge in graph.edges:
         source = edge[0]
-        if source not in stand_in and not fed[source]:
+        if source not in block_of and not fed[source]:
             only_dropped[source] = only_dropped.get(source, True) and edge[1] in stand_in
     gone = set(stand_in).union(n for n, dropped in only_dropped.items() if dropped)
     nodes = tuple(n for n in graph.nodes if n.id not in gone)
