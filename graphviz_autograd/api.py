@@ -25,23 +25,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import graphviz
 
-from .collapse import collapse
+from .budget import draw_within_budget
+from .collapse import collapse, fold_to_representative
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
-from .dot import body_lines
 from .errors import OptionError
 from .graph import AutogradGraph
-from .layout import choose_layout, fixed_layout_lines
+from .layout import LaidOut, lay_out
 from .naming import Params
-from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, LayoutName, draw_options
+from .notebook import AutogradDigraph
+from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, LayoutName
 from .record import Recorder
-from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, format_for_path, render_source
+from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, check_writable, format_for_path, render_source, write_atomic
 from .style import Direction, Theme
-from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 from .walk import walk
+
+__all__ = ["LaidOut", "lay_out", "make_dot", "render"]
 
 
 def make_dot(
@@ -136,57 +138,18 @@ def make_dot(
     if grad_colors is not None:
         overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
     node_styles, notes = merge_styles(*overlays)
+    if options.fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, options.depth)
     if options.depth is not None:
         graph = collapse(graph, options.depth, options.fold_repeated)
         node_styles = {}  # the walked graph's ids: gone into boxes
     laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
     _say(laid_out.note)
-    dot = graphviz.Digraph(engine=laid_out.engine)
+    # Keeps the graph (plain data, no tensor) to draw it again with the fixed layout
+    # when dot runs past the budget, in a notebook or in render().
+    dot = AutogradDigraph(engine=laid_out.engine, drawn=graph, options=options, node_styles=node_styles, notes=notes)
     dot.body = laid_out.lines
     return dot
-
-
-class LaidOut(NamedTuple):
-    """DOT body lines, the Graphviz program that draws them, and a note on the choice ('' if none)."""
-
-    lines: list
-    engine: str
-    note: str
-
-
-def lay_out(
-    graph: AutogradGraph,
-    options: Optional[DrawOptions] = None,
-    *,
-    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-    **changes: Any,
-) -> LaidOut:
-    """The DOT body of ``graph`` drawn with ``options`` (or the keyword options of
-    ``make_dot``), laid out as ``options.layout`` says; ``depth`` is not applied here.
-
-    :func:`graphviz_autograd.layout.choose_layout` decides; with the fixed layout,
-    the lines pin every node and ``engine`` is ``"neato"``.
-
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
-    >>> laid = lay_out(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed")
-    >>> laid.engine, laid.lines[-1]
-    ('neato', '\\tn0 [pos="0,9.5!"]\\n')
-    """
-    options = draw_options(options, **changes)
-    # Split once here: the fixed layout places the same copies the DOT draws.
-    if options.split_shared:
-        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    lines = body_lines(graph, options.replace(split_shared=False), node_styles=node_styles, notes=notes)
-    if options.layout == "dot":
-        return LaidOut(lines, "dot", "")
-    drawn = shown_graph(graph, options.show_no_grad, options.show_saved)
-    chosen, note = choose_layout(drawn, options.layout, options.layout_budget)
-    if chosen == "dot":
-        return LaidOut(lines, "dot", note)
-    legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
-    lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds))
-    return LaidOut(lines, "neato", note)
 
 
 def _say(note: str) -> None:
@@ -230,7 +193,15 @@ def render(
     if format_for_path(path, format) == "dot" and layout == "auto":
         layout = "dot"  # nothing is laid out here, so nothing to decide
     dot = make_dot(outputs_or_graph, params, layout=layout, layout_budget=layout_budget, **make_dot_options)
-    return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
+    fmt = format_for_path(path, format)
+    if fmt == "dot" or layout != "auto":
+        return render_source(dot.source, path, format=format, timeout=timeout, engine=dot.engine)
+    check_writable(path)
+    drawn = draw_within_budget(
+        dot.source, fmt, engine=dot.engine, budget=layout_budget, fixed_source=dot.fixed_source, timeout=timeout
+    )
+    _say(drawn.note)
+    return write_atomic(path, drawn.data)
 
 
 # The options of make_dot that an explorer page also takes (explore.explore).

@@ -24,8 +24,8 @@ import click
 
 from . import __version__
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .options import LAYOUTS
-from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, render_source, run_dot, write_atomic
+from .options import DEFAULT_LAYOUT_BUDGET, LAYOUTS
+from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
 from .style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
@@ -127,6 +127,15 @@ def main() -> None:
     "'neato -n2'. auto: dot, unless it would take too long for the graph's size.",
 )
 @click.option(
+    "--layout-budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_LAYOUT_BUDGET,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --layout auto: the most seconds dot may lay the graph out; past them it is stopped "
+    "and the fixed layout is drawn, with a note.",
+)
+@click.option(
     "--depth",
     type=int,
     metavar="N",
@@ -165,6 +174,7 @@ def render(
     legend: bool,
     diagnose: bool,
     layout: str,
+    layout_budget: float,
     depth: Optional[int],
     no_fold: bool,
     no_clusters: bool,
@@ -216,6 +226,7 @@ def render(
             depth=depth,
             fold_repeated=not no_fold,
             layout=layout,
+            layout_budget=layout_budget,
         )
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
@@ -238,10 +249,10 @@ def render(
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
                 return
-            text, engine = _draw(
+            text, engine, fixed_source = _draw(
                 loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose
             )
-        _write(text, target, fmt, timeout, progress, engine)
+        _write(text, target, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
 
 
 @main.command(
@@ -441,11 +452,12 @@ def _draw(
     name_leaves: bool,
     recorder: Optional[Recorder],
     diagnose: bool = False,
-) -> tuple[str, str]:
+) -> tuple[str, str, Optional[Callable[[], str]]]:
     """Walk the outputs; return JSON or DOT text (collapsed to ``options.depth`` when
-    given), and the Graphviz program to draw it."""
+    given), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
+    in the fixed layout, to draw when ``dot`` runs past its budget (else None)."""
     from .api import lay_out
-    from .collapse import collapse
+    from .collapse import collapse, fold_to_representative
     from .diagnose import finding_styles
     from .dot import digraph
     from .layout import collapse_to_fit
@@ -470,10 +482,12 @@ def _draw(
             )
     progress(f"walked {len(graph.nodes)} nodes, {len(graph.edges)} edges in {time.perf_counter() - started:.1f} s")
     if fmt == JSON:
-        return graph.to_json(), "dot"
+        return graph.to_json(), "dot", None
     if fmt == "dot" and options.layout == "auto":
         options = options.replace(layout="dot")  # a DOT file is not laid out here: nothing to decide
     depth = options.depth
+    if options.fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, depth)
     if depth is None and options.layout == "auto":
         fitted = collapse_to_fit(graph, fold_repeated=options.fold_repeated)
         if fitted.note:  # a decision made for the user: shown even with --quiet
@@ -491,7 +505,11 @@ def _draw(
     if fmt != "dot":
         how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
         progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
-    return source, laid_out.engine
+    fixed_source = None
+    if options.layout == "auto" and laid_out.engine == "dot" and fmt != "dot":
+        drawn, styles = graph, node_styles
+        fixed_source = lambda: digraph(lay_out(drawn, options, node_styles=styles, notes=notes, layout="fixed").lines)  # noqa: E731
+    return source, laid_out.engine, fixed_source
 
 
 def _explore(
@@ -557,16 +575,34 @@ def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
         ) from error
 
 
-def _write(text: str, target: Optional[Path], fmt: str, timeout: float, progress: "_Progress", engine: str = "dot") -> None:
-    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None."""
+def _write(
+    text: str,
+    target: Optional[Path],
+    fmt: str,
+    timeout: float,
+    progress: "_Progress",
+    engine: str = "dot",
+    fixed_source: Optional[Callable[[], str]] = None,
+    budget: float = DEFAULT_LAYOUT_BUDGET,
+) -> None:
+    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None.
+
+    With ``fixed_source``, ``dot`` is stopped after the layout budget and that is drawn instead."""
+    if fmt in ("dot", JSON):
+        data = text.encode("utf-8")
+    else:
+        from .budget import draw_within_budget
+
+        drawn = draw_within_budget(
+            text, fmt, engine=engine, budget=budget, fixed_source=fixed_source, timeout=timeout
+        )
+        if drawn.note:  # a decision made for the user: shown even with --quiet
+            click.echo(f"note: {drawn.note}", err=True)
+        data = drawn.data
     if target is None:
-        data = text.encode("utf-8") if fmt in ("dot", JSON) else run_dot(text, fmt, timeout=timeout, engine=engine)
         click.echo(data, nl=False)  # bytes go out unchanged: no newline translation, no ANSI stripping
         return
-    if fmt == JSON:
-        written = write_atomic(target, text.encode("utf-8"))
-    else:
-        written = render_source(text, target, format=fmt, timeout=timeout, engine=engine)
+    written = write_atomic(target, data)
     progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
 
 

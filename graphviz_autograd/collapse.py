@@ -268,3 +268,154 @@ def _edges(edges: tuple[Edge, ...], new_id: dict[str, str]) -> tuple[Edge, ...]:
         elif (seen[3], seen[4]) != (edge[3], edge[4]):
             merged[key] = seen._replace(shape=None, dtype=None)
     return tuple(merged.values())
+
+
+def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) -> AutogradGraph:
+    """``graph`` with each run of identical sibling blocks drawn as its first block alone.
+
+    For a drawing that goes deeper than the blocks of a run (the whole graph when
+    ``depth`` is None, else a block more than ``depth`` levels below the model;
+    a block at ``depth`` itself is one box, folded by :func:`collapse`), 80
+    identical layers would be 80 copies of the same ops. The first block stands
+    for all of them: the ops and parameters of the others go, edges from outside
+    to any of them go to the matching node of the first, edges between the blocks
+    of the run go, and the first block's module is titled with the count and the
+    paths it stands for (``LlamaDecoderLayer ×80: layers.0 … layers.79``).
+    Blocks are alike when their class, parameter count and ops (names and counts,
+    nested modules included) agree and each feeds the next, and their nodes are matched by module path
+    inside the block, kind, label and order; a run whose nodes do not match is
+    kept as it is.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+    >>> nodes = [Node("n0", OUTPUT, "y")] + [Node(f"n{i}", OP, "ExpBackward0", module=f"h.{3 - i}") for i in (1, 2, 3)]
+    >>> g = AutogradGraph(tuple(nodes), (Edge("n1", "n0"), Edge("n2", "n1"), Edge("n3", "n2")),
+    ...                   modules=(ModuleInfo("", "M"), ModuleInfo("h", "List"), *(ModuleInfo(f"h.{i}", "Block") for i in range(3))))
+    >>> small = fold_to_representative(g)
+    >>> [n.id for n in small.nodes], [(e.source, e.target) for e in small.edges]
+    (['n0', 'n3'], [('n3', 'n0')])
+    >>> [m.type_name for m in small.modules if m.path == "h.0"]
+    ['Block ×3: h.0 … h.2']
+    """
+    if not graph.modules:
+        return graph
+    tree = _ModuleTree(graph.modules)
+    under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
+    for node in graph.nodes:
+        path = node.module
+        while path:
+            if path in tree.info:
+                under.setdefault(path, []).append(node)
+            path = path.rpartition(".")[0]
+    targets: dict[str, set] = {}  # node id -> the ids it feeds
+    for edge in graph.edges:
+        targets.setdefault(edge[0], set()).add(edge[1])
+    stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
+    dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
+    block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
+    titles: dict[str, str] = {}
+    pending = [""]
+    while pending:
+        parent = pending.pop()
+        children = [c for c in tree.children.get(parent, []) if c in under]
+        k = 0
+        while k < len(children):
+            run = [children[k]]
+            signature = _subtree_signature(tree.info[children[k]], under[children[k]])
+            while k + len(run) < len(children) and _subtree_signature(
+                tree.info[children[k + len(run)]], under[children[k + len(run)]]
+            ) == signature:
+                run.append(children[k + len(run)])
+            k += len(run)
+            expanded = depth is None or run[0].count(".") < depth
+            chained = len(run) > 1 and expanded and _each_feeds_the_next(run, under, targets)
+            matches = _match_blocks(run, under) if chained else None
+            if matches is None:
+                pending.extend(run)
+                continue
+            first = run[0]
+            for index, (path, match) in enumerate(zip(run, matches)):
+                for node in under[path]:
+                    block_of[node.id] = (first, index)
+                if index:
+                    stand_in.update(match)
+                    dropped_into.update(dict.fromkeys(match, first))
+            titles[first] = f"{tree.info[first].type_name} ×{len(run)}: {_short(first, parent)}{ELLIPSIS}{_short(run[-1], parent)}"
+            pending.append(first)
+    if not stand_in:
+        return graph
+    # An input from outside the run that feeds only blocks that go (a buffer read by
+    # every layer, one dashed box per read) goes with them: the first block has its own.
+    fed = Counter(e[1] for e in graph.edges)
+    only_dropped: dict[str, bool] = {}
+    for edge in graph.edges:
+        source = edge[0]
+        if source not in block_of and not fed[source]:
+            only_dropped[source] = only_dropped.get(source, True) and edge[1] in stand_in
+    gone = set(stand_in).union(n for n, dropped in only_dropped.items() if dropped)
+    nodes = tuple(n for n in graph.nodes if n.id not in gone)
+    edges: dict[tuple, Edge] = {}
+    for edge in graph.edges:
+        source, target = edge[0], edge[1]
+        if source in gone and source not in stand_in:
+            continue
+        in_source, in_target = block_of.get(source), block_of.get(target)
+        if in_source is not None and in_target is not None and in_source[0] == in_target[0]:
+            if in_source[1] != in_target[1] or in_source[1] > 0:
+                continue  # between blocks of the run, or inside a block that goes
+        new = edge._replace(source=stand_in.get(source, source), target=stand_in.get(target, target))
+        key = (new[0], new[1], new[2])
+        if key not in edges:
+            edges[key] = new
+    modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
+    return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
+
+
+def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
+    """Whether each block of ``run`` feeds the one after it: a chain of layers, not two
+    alike modules side by side (a block's two layer norms)."""
+    for upper, lower in zip(run, run[1:]):
+        below = {n.id for n in under[lower]}
+        if not any(targets.get(n.id, set()) & below for n in under[upper]):
+            return False
+    return True
+
+
+def _short(path: str, parent: str) -> str:
+    """``path`` less the part it shares with its parent's parent: "layers.79", not "model.layers.79"."""
+    shared = parent.rpartition(".")[0]
+    return path[len(shared) + 1 :] if shared and path.startswith(shared + ".") else path
+
+
+def _subtree_signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
+    ops = Counter(n.label for n in nodes if n.kind == OP)
+    return (info.type_name, info.parameters, len(nodes), tuple(sorted(ops.items())))
+
+
+def _match_blocks(run: list[str], under: dict[str, list[Node]]) -> Optional[list[dict[str, str]]]:
+    """For each block of ``run``, its node ids -> the matching ids of the first block; None if any fails to match."""
+
+    def keys(path: str) -> list[tuple]:
+        seen: Counter = Counter()
+        found = []
+        for node in under[path]:
+            inner = node.module[len(path):]
+            label = node.label.replace(path + ".", "\x00", 1) if node.label else ""
+            base = (inner, node.kind, label)
+            seen[base] += 1
+            found.append((*base, seen[base]))
+        return found
+
+    first_keys = keys(run[0])
+    first_ids = {key: node.id for key, node in zip(first_keys, under[run[0]])}
+    if len(first_ids) != len(first_keys):
+        return None
+    matches = []
+    for path in run:
+        match = {}
+        for key, node in zip(keys(path), under[path]):
+            twin = first_ids.get(key)
+            if twin is None:
+                return None
+            match[node.id] = twin
+        matches.append(match)
+    return matches

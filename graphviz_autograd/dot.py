@@ -25,7 +25,7 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
 
-from .collapse import collapse
+from .collapse import collapse, fold_to_representative
 from .describe import describe, module_label_lines, shape_text, tensor_headline
 from .graph import (
     ACCUMULATE_GRAD,
@@ -46,6 +46,7 @@ from .graph import (
     new_record,
     cut_location,
 )
+from .stacking import stacking_edges
 from .style import (
     CLUSTER_ATTRS,
     EDGE_LABEL_ATTRS,
@@ -208,8 +209,11 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
 def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **changes: Any) -> str:
     """DOT source for ``graph``, drawn with ``options`` (a :class:`DrawOptions`) or the
     keyword options of ``make_dot`` (``show_attrs``, ``direction``, ``depth``...); the
-    same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``."""
+    same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``, runs of identical
+    blocks folded to one unless ``fold_repeated=False``."""
     options = draw_options(options, **changes)
+    if options.fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, options.depth)
     if options.depth is not None:
         graph = collapse(graph, options.depth, options.fold_repeated)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
@@ -342,6 +346,9 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     return lines
 
 
+CLUSTERED_GRAPH_LINE = "\tgraph [newrank=true]\n"
+
+
 def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
@@ -358,12 +365,14 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         return path
 
     by_module: dict[str, list[int]] = {}  # cluster -> indices of its nodes
+    box_of: list[str] = []  # node index -> its cluster
     for i, content in enumerate(columns.contents):
         path = content[7]  # Node.module
         cluster = placed.get(path)
         if cluster is None:
             cluster = placed[path] = listed(path)
         by_module.setdefault(cluster, []).append(i)
+        box_of.append(cluster)
 
     used = set()  # clusters holding a node, directly or below
     for path in by_module:
@@ -375,7 +384,11 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         if m.path in used:
             children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
 
-    lines = writer.node_lines(by_module.get("", ()))
+    # One ranking of the whole graph, not one per cluster: with the invisible edges
+    # of stacking_edges, each box then spans the ranks of its own ops and the
+    # boxes of a model stack in one column (see graphviz_autograd.stacking).
+    lines = [CLUSTERED_GRAPH_LINE]
+    lines.extend(writer.node_lines(by_module.get("", ())))
     # Every cluster has the same attributes but its title: sorted and quoted once.
     before_title, after_title = _around_label(CLUSTER_ATTRS)
     # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
@@ -393,6 +406,12 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
         stack.append((None, depth))
         stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
+    ids = columns.ids
+    assert ids is not None
+    lines.extend(
+        f"\t{ids[upper]} -> {ids[source]} [style=invis]\n"
+        for upper, source in stacking_edges(columns.links, box_of, lambda path: listed(path.rpartition(".")[0]))
+    )
     return lines
 
 

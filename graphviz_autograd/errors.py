@@ -44,3 +44,7 @@ class CheckFailedError(GraphvizAutogradError, AssertionError):
     def __init__(self, message: str, findings: "list | tuple" = ()):
         super().__init__(message)
         self.findings = list(findings)
+
+
+class LayoutTimeoutError(RenderError):
+    """Graphviz did not finish within the time it was given (and was stopped)."""

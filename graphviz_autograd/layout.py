@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .collapse import collapse
 from .errors import OptionError
@@ -37,10 +37,11 @@ from .graph import (
     AutogradGraph,
     Node,
 )
-from .dot import attr_list
-from .options import DEFAULT_LAYOUT_BUDGET, check_layout
+from .dot import attr_list, body_lines
+from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
+from .stacking import longest_path_ranks
 from .style import GRAPH_ATTRS, check_direction
-from .views import split_shared_leaves
+from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
@@ -115,7 +116,7 @@ def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[in
     [1, 2, 1]
     """
     pairs = [(link[0], link[1]) for link in links if link[0] != link[1]]
-    rank = _ranks(count, pairs)
+    rank = longest_path_ranks(count, pairs)
     widths = [0] * (max(rank, default=-1) + 1)
     for r in rank:
         widths[r] += 1
@@ -249,7 +250,7 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
             upper, lower = lower, upper
         pairs.append((upper, lower))
 
-    rank = _ranks(count, pairs)
+    rank = longest_path_ranks(count, pairs)
     order = _order_in_ranks(count, pairs, rank)
     across = direction in ("LR", "RL")
     breadth = [0.0] * count  # size along a rank
@@ -378,30 +379,6 @@ class _Bands:
                 shifts[r] = (at - begin, self.top[a])
             at += end - begin + BAND_GAP
         return shifts
-
-
-def _ranks(count: int, pairs: Sequence[Tuple[int, int]]) -> List[int]:
-    """Longest path from each node down to a node that feeds nothing, by Kahn's algorithm.
-
-    Nodes on a cycle (only a hand-made graph has one) keep rank 0 plus what their
-    other consumers give them.
-    """
-    uppers: List[List[int]] = [[] for _ in range(count)]
-    waiting = [0] * count  # consumers not yet ranked
-    for upper, lower in pairs:
-        uppers[lower].append(upper)
-        waiting[upper] += 1
-    rank = [0] * count
-    queue = [i for i in range(count) if waiting[i] == 0]
-    for lower in queue:  # the list grows while it is read: a queue without popping
-        below = rank[lower] + 1
-        for upper in uppers[lower]:
-            if rank[upper] < below:
-                rank[upper] = below
-            waiting[upper] -= 1
-            if waiting[upper] == 0:
-                queue.append(upper)
-    return rank
 
 
 def _order_in_ranks(count: int, pairs: Sequence[Tuple[int, int]], rank: List[int]) -> List[List[int]]:
@@ -582,3 +559,46 @@ def _pos(x: float, y: float) -> str:
 def _number(value: float) -> str:
     text = f"{value:.2f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
+
+
+class LaidOut(NamedTuple):
+    """DOT body lines, the Graphviz program that draws them, and a note on the choice ('' if none)."""
+
+    lines: list
+    engine: str
+    note: str
+
+
+def lay_out(
+    graph: AutogradGraph,
+    options: Optional[DrawOptions] = None,
+    *,
+    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+    **changes: Any,
+) -> LaidOut:
+    """The DOT body of ``graph`` drawn with ``options`` (or the keyword options of
+    ``make_dot``), laid out as ``options.layout`` says; ``depth`` is not applied here.
+
+    :func:`graphviz_autograd.layout.choose_layout` decides; with the fixed layout,
+    the lines pin every node and ``engine`` is ``"neato"``.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> laid = lay_out(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed")
+    >>> laid.engine, laid.lines[-1]
+    ('neato', '\\tn0 [pos="0,9.5!"]\\n')
+    """
+    options = draw_options(options, **changes)
+    # Split once here: the fixed layout places the same copies the DOT draws.
+    if options.split_shared:
+        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
+    lines = body_lines(graph, options.replace(split_shared=False), node_styles=node_styles, notes=notes)
+    if options.layout == "dot":
+        return LaidOut(lines, "dot", "")
+    drawn = shown_graph(graph, options.show_no_grad, options.show_saved)
+    chosen, note = choose_layout(drawn, options.layout, options.layout_budget)
+    if chosen == "dot":
+        return LaidOut(lines, "dot", note)
+    legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
+    lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds))
+    return LaidOut(lines, "neato", note)

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, OptionError, OutputPathError, RenderError
+from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png", ".html": "html"}
@@ -114,7 +114,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
         stdout, stderr = process.communicate(source.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         _stop(process)
-        raise RenderError(
+        raise LayoutTimeoutError(
             f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. "
             "Pass a larger timeout= (--timeout on the command line), draw it with layout='fixed' "
             "(--layout fixed), collapse it with depth= (--depth), or write .dot and lay it out separately."
@@ -133,7 +133,64 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
         raise RenderError(f"Graphviz '{engine}' failed to draw the graph as {fmt}: {message}")
     if not stdout:
         raise RenderError(f"Graphviz '{engine}' exited without error but drew nothing as {fmt}.")
+    check_drawing(stdout, fmt, engine)
     return stdout
+
+
+# The first bytes of a file in each binary format Graphviz writes.
+MAGIC_BYTES = {"pdf": b"%PDF-", "png": b"\x89PNG\r\n\x1a\n"}
+
+
+def check_drawing(data: bytes, fmt: str, engine: str = "dot") -> None:
+    """Raise RenderError unless ``data`` is what a drawing in ``fmt`` must be.
+
+    A PDF or PNG must start with its format's signature and an SVG must parse as
+    XML whose root is ``<svg>``: a broken or wrapped Graphviz that exits 0 with
+    something else on stdout must not have it saved under the drawing's name.
+
+    >>> check_drawing(b"%PDF-1.7 ...", "pdf")
+    >>> check_drawing(b"digraph {}", "png")
+    Traceback (most recent call last):
+    ...
+    graphviz_autograd.errors.RenderError: Graphviz 'dot' exited without error but its output is not a PNG file: it begins 'digraph {}'. Check that 'dot -V' runs the Graphviz you meant, or write .dot instead.
+    """
+    magic = MAGIC_BYTES.get(fmt)
+    if magic is not None:
+        ok = data.startswith(magic)
+    elif fmt == "svg":
+        ok = _is_svg(data)
+    else:
+        return
+    if not ok:
+        shown = data[:40].decode("utf-8", "replace").strip()
+        raise RenderError(
+            f"Graphviz '{engine}' exited without error but its output is not a{'n' if fmt == 'svg' else ''} "
+            f"{fmt.upper()} file: it begins {shown!r}. Check that '{engine} -V' runs the Graphviz you meant, "
+            "or write .dot instead."
+        )
+
+
+def _is_svg(data: bytes) -> bool:
+    """Whether ``data`` parses as XML with an ``<svg>`` root (in any namespace).
+
+    Parsed with expat, which fetches no external entity and expands no DTD from
+    elsewhere; Graphviz's SVG declares its DTD by reference only.
+    """
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate(namespace_separator=" ")
+    roots: list[str] = []
+
+    def start(name: str, attrs: dict) -> None:
+        if not roots:
+            roots.append(name.rpartition(" ")[2])
+
+    parser.StartElementHandler = start
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError:
+        return False
+    return roots == ["svg"]
 
 
 def _stop(process: subprocess.Popen) -> None:

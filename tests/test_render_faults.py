@@ -251,6 +251,39 @@ def test_dot_drawing_nothing_is_an_error_not_an_empty_file(old_target, fake_dot)
 
 
 @posix_only
+@pytest.mark.parametrize("name", ["graph.svg", "graph.pdf", "graph.png"])
+@pytest.mark.parametrize(
+    "garbage",
+    ["printf 'Segmentation fault, but exit 0\\n'\n", "printf '<html><body>not a drawing</body></html>'\n", "printf '<svg>cut off'\n"],
+)
+def test_dot_printing_garbage_with_exit_0_writes_no_file(old_target, fake_dot, name, garbage):
+    fake_dot("cat > /dev/null\n" + garbage)
+    target = old_target.with_name(name)
+    if target != old_target:
+        target.write_bytes(OLD)
+        target.chmod(0o640)
+        old_target.unlink()
+    fmt = name.rpartition(".")[2].upper()
+    with pytest.raises(RenderError, match=rf"output is not an? {fmt} file: it begins '"):
+        render_module.render_source(SOURCE, target)
+    assert_untouched(target)
+
+
+@posix_only
+def test_svg_root_must_be_svg_even_when_the_xml_is_well_formed(out_dir, fake_dot):
+    fake_dot("cat > /dev/null\nprintf '<?xml version=\"1.0\"?><html/>'\n")
+    with pytest.raises(RenderError, match="not an SVG file"):
+        render_module.render_source(SOURCE, out_dir / "graph.svg")
+    assert_no_leftovers(out_dir)
+
+
+@needs_graphviz
+@pytest.mark.parametrize("fmt", ["svg", "pdf", "png"])
+def test_real_graphviz_output_passes_the_check(fmt):
+    render_module.check_drawing(render_module.run_dot(SOURCE, fmt), fmt)
+
+
+@posix_only
 def test_dot_that_cannot_start(old_target, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -1,0 +1,164 @@
+"""What ``make_dot`` returns: a ``graphviz.Digraph`` that shows itself in a notebook
+within a time budget and a size limit.
+
+The plain ``graphviz.Digraph`` lays itself out with no time limit when a notebook
+shows it, so a big graph could keep a cell busy for many minutes, and put tens of
+megabytes of SVG into the notebook. :class:`AutogradDigraph` is the same object
+(``.source``, ``.render()``, ``.pipe()`` as before) that keeps the walked graph,
+as plain data, and shows itself so:
+
+- ``dot`` runs for at most the layout budget, then the fixed layered layout is
+  drawn instead (see :mod:`graphviz_autograd.budget`);
+- a drawing over ``INLINE_SVG_LIMIT`` bytes is not shown: a recorded graph is
+  shown as the deepest module summary that fits, with a note in the picture
+  saying how to see the rest; any other graph as a line saying how to draw it
+  to a file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import graphviz
+
+from .budget import draw_within_budget
+from .collapse import collapse
+from .dot import digraph
+from .graph import AutogradGraph
+from .layout import lay_out
+from .options import DrawOptions
+
+# Bytes of SVG past which a drawing is not put into a notebook: a browser slows down
+# on a page holding tens of thousands of SVG elements, and the notebook file keeps
+# the drawing.
+INLINE_SVG_LIMIT = 4_000_000
+# Bytes of SVG a node takes, edges and tooltip included (a recorded GPT-2: about
+# 900): a graph with more than INLINE_SVG_LIMIT of them is summarised before drawing.
+SVG_BYTES_PER_NODE = 900
+
+
+class AutogradDigraph(graphviz.Digraph):
+    """A ``graphviz.Digraph`` of a backward graph that remembers the graph it draws.
+
+    ``drawn`` is the graph as drawn (after any collapse), ``options`` the options
+    it was written with (``options.layout_budget`` is the seconds ``dot`` may take
+    when the graph is shown), ``node_styles`` and ``notes`` what was drawn over it.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        drawn: Optional[AutogradGraph] = None,
+        options: Optional[DrawOptions] = None,
+        node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+        notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        self.drawn = drawn
+        self.options = options if options is not None else DrawOptions()
+        self.node_styles = node_styles
+        self.notes = notes
+        self._shown: Optional[tuple[str, Optional[str], str]] = None  # (source, svg or None, message)
+
+    @property
+    def layout_budget(self) -> float:
+        return self.options.layout_budget
+
+    def copy(self) -> "AutogradDigraph":
+        copied = super().copy()
+        copied.drawn, copied.options = self.drawn, self.options
+        copied.node_styles, copied.notes = self.node_styles, self.notes
+        return copied
+
+    def fixed_source(self) -> str:
+        """The same graph as DOT that pins every node (the fixed layout), drawn by ``neato -n2``."""
+        assert self.drawn is not None
+        laid_out = lay_out(self.drawn, self.options, node_styles=self.node_styles, notes=self.notes, layout="fixed")
+        return digraph(laid_out.lines)
+
+    def draw(self, fmt: str = "svg", timeout: Optional[float] = None) -> tuple[bytes, str]:
+        """``(bytes, note)`` of the drawing in ``fmt``; ``dot`` stops after the layout budget."""
+        fixed = self.fixed_source if self.drawn is not None else None
+        drawn = draw_within_budget(
+            self.source, fmt, engine=self.engine, budget=self.layout_budget, fixed_source=fixed, timeout=timeout
+        )
+        return drawn.data, drawn.note
+
+    # --- shown in a notebook -------------------------------------------------------
+
+    def _repr_mimebundle_(
+        self, include: Optional[Iterable[str]] = None, exclude: Optional[Iterable[str]] = None, **_: Any
+    ) -> dict:
+        wanted = set(include) if include is not None else {"image/svg+xml"}
+        wanted -= set(exclude or ())
+        bundle: dict = {}
+        if "image/svg+xml" in wanted:
+            svg, message = self._inline_svg()
+            if svg is not None:
+                bundle["image/svg+xml"] = svg
+            if message:
+                bundle["text/plain"] = message
+        if "image/png" in wanted:
+            bundle["image/png"] = self.draw("png")[0]
+        return bundle
+
+    def _repr_image_svg_xml(self) -> str:
+        svg, message = self._inline_svg()
+        return svg if svg is not None else message
+
+    def _repr_svg_(self) -> Optional[str]:
+        return self._inline_svg()[0]
+
+    def _inline_svg(self) -> tuple[Optional[str], str]:
+        """The SVG to show (None when there is none small enough) and a message ('' if none).
+
+        Worked out once per source: a notebook asks several times for one display.
+        """
+        source = self.source
+        if self._shown is not None and self._shown[0] == source:
+            return self._shown[1], self._shown[2]
+        svg, message = self._make_inline_svg()
+        self._shown = (source, svg, message)
+        return svg, message
+
+    def _make_inline_svg(self) -> tuple[Optional[str], str]:
+        graph = self.drawn
+        if graph is None or len(graph.nodes) * SVG_BYTES_PER_NODE <= INLINE_SVG_LIMIT:
+            data, note = self.draw("svg")
+            if len(data) <= INLINE_SVG_LIMIT:
+                return data.decode("utf-8"), note
+        too_big = (
+            f"This graph of {len(graph.nodes) if graph is not None else 'many'} nodes is too big to show inline "
+            f"(over {INLINE_SVG_LIMIT / 1e6:g} MB of SVG)"
+        )
+        to_file = "graphviz_autograd.render(..., 'graph.svg') or .render() draws all of it to a file"
+        if graph is None or not graph.modules:
+            return None, f"{too_big}; {to_file}."
+        summary = _summary_to_show(graph)
+        if summary is None:
+            return None, f"{too_big}; {to_file}."
+        depth, small = summary
+        message = f"{too_big}; shown as modules {depth} levels down. make_dot(..., depth=N) for more detail; {to_file}."
+        options = self.options.replace(layout="auto", depth=depth)
+        notes = [([message], {"shape": "note"})]
+        shown = AutogradDigraph(engine="dot", drawn=small, options=options, notes=notes)
+        laid_out = lay_out(small, options, notes=notes)
+        shown.engine = laid_out.engine
+        shown.body = laid_out.lines
+        data, _ = shown.draw("svg")
+        return data.decode("utf-8"), message
+
+
+def _summary_to_show(graph: AutogradGraph) -> Optional[tuple[int, AutogradGraph]]:
+    """``(depth, summary)``: the deepest module summary small enough to show inline (else
+    the shallowest: one box per top-level module), or None for a graph without submodules."""
+    submodules = [m.path for m in graph.modules if m.path]
+    if not submodules:
+        return None
+    deepest = max(path.count(".") for path in submodules)
+    for depth in range(deepest, -1, -1):
+        small = collapse(graph, depth)
+        if len(small.nodes) * SVG_BYTES_PER_NODE <= INLINE_SVG_LIMIT // 2:
+            break
+    return depth, small

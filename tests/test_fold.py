@@ -1,0 +1,67 @@
+"""Runs of identical blocks drawn once, in a frame that says how many it stands for."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2Model
+
+from graphviz_autograd import make_dot, record, walk
+from graphviz_autograd.collapse import fold_to_representative
+
+
+@pytest.fixture(scope="module")
+def gpt2_graph():
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(n_layer=5, n_embd=16, n_head=2, n_positions=8, vocab_size=32))
+    with record(model) as rec:
+        out = model(torch.arange(6).unsqueeze(0)).last_hidden_state
+    return walk(out, model, recorder=rec)
+
+
+def op_modules(source: str) -> set:
+    return set(re.findall(r"module: (h\.\d+)", source))
+
+
+def test_full_graph_draws_one_block_framed_with_its_count(gpt2_graph):
+    source = make_dot(gpt2_graph).source
+    assert op_modules(source) == {"h.0"}
+    assert "h.0 (GPT2Block ×5: h.0 … h.4)" in source
+    assert "h.4.attn" not in source
+
+
+def test_no_fold_keeps_every_copy(gpt2_graph):
+    source = make_dot(gpt2_graph, fold_repeated=False).source
+    assert op_modules(source) == {f"h.{i}" for i in range(5)}
+    assert "×5" not in source
+
+
+def test_deeper_summary_expands_one_representative(gpt2_graph):
+    source = make_dot(gpt2_graph, depth=2).source
+    assert "GPT2Block ×5: h.0 … h.4" in source  # the frame
+    assert "h.0.attn" in source and "h.3.attn" not in source  # one block's parts as boxes
+    shallow = make_dot(gpt2_graph, depth=1).source
+    assert "repeats: 5" in shallow or "×5" in shallow  # at the blocks' own depth: one folded box
+
+
+def test_the_representative_keeps_the_edges_in_and_out(gpt2_graph):
+    folded = fold_to_representative(gpt2_graph)
+    ids = {n.id for n in folded.nodes}
+    assert all(e.source in ids and e.target in ids for e in folded.edges)
+    # the final layer norm is fed from the representative block
+    ln_f = [n.id for n in folded.nodes if n.module == "ln_f"]
+    block = {n.id for n in folded.nodes if n.module.startswith("h.0")}
+    assert any(e.source in block and e.target in ln_f for e in folded.edges)
+    # still one connected drawing from the input side to the output
+    assert len(folded.nodes) < len(gpt2_graph.nodes) / 3
+
+
+def test_blocks_that_differ_are_not_folded(gpt2_graph):
+    graph = gpt2_graph
+    # a graph whose blocks differ in a parameter count: no run to fold
+    modules = tuple(m._replace(parameters=m.parameters + i) if re.fullmatch(r"h\.\d", m.path) else m
+                    for i, m in enumerate(graph.modules))
+    changed = type(graph)(graph.nodes, graph.edges, graph.params_given, modules)
+    assert len(fold_to_representative(changed).nodes) == len(graph.nodes)

@@ -1,0 +1,78 @@
+"""Module boxes of a recorded model stack in one column, in data-flow order.
+
+``dot`` sets two clusters side by side when the ranks they span overlap at all,
+and a block's parameters used to reach up into the ranks of the block before:
+each block stepped sideways from the last. Checked on Graphviz's own layout.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2Model
+
+from graphviz_autograd import make_dot, record
+from graphviz_autograd.graph import DATA
+from graphviz_autograd.stacking import stacking_edges
+
+needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+
+
+def test_a_parameter_is_kept_below_the_block_that_feeds_its_own():
+    # a.x (0) feeds b.op (1); b.w (2) and b.inner.w (3) are b's parameters; c (4) stays put
+    links = [(0, 1, (DATA,)), (2, 1, (DATA,)), (3, 1, (DATA,)), (4, 0, (DATA,))]
+    boxes = ["a", "b", "b", "b.inner", "a"]
+    parent = {"a": "", "b": "", "b.inner": "b"}.__getitem__
+    assert stacking_edges(links, boxes, parent) == [(0, 2), (0, 3)]
+
+
+def test_no_edges_without_sibling_boxes():
+    links = [(0, 1, (DATA,)), (2, 1, (DATA,))]
+    assert stacking_edges(links, ["", "a", "a"], lambda path: "") == []
+
+
+@needs_graphviz
+def test_transformer_blocks_stack_in_one_column():
+    torch.manual_seed(0)
+    model = GPT2Model(GPT2Config(n_layer=4, n_embd=16, n_head=2, n_positions=8, vocab_size=32))
+    with record(model) as rec:
+        out = model(torch.arange(6).unsqueeze(0)).last_hidden_state
+    source = make_dot(out, recorder=rec, fold_repeated=False).source
+    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
+    heights = {}
+    for line in plain.splitlines():
+        parts = line.split()
+        if parts[0] == "node":
+            heights[parts[1]] = float(parts[3])
+    spans = []
+    for block in range(4):
+        prefix = f"h.{block}"
+        # every block's ops, parameters included, between the blocks before and after it
+        ops = [n for n in _members_of_cluster(source, prefix) if n in heights]
+        assert ops, prefix
+        spans.append((min(heights[n] for n in ops), max(heights[n] for n in ops)))
+    for (low_above, _), (_, high_below) in zip(spans, spans[1:]):
+        assert high_below < low_above
+
+
+def _members_of_cluster(source: str, path: str) -> list:
+    """Node ids inside the cluster whose title starts with ``path`` (its subclusters included)."""
+    members, depth, inside = [], 0, None
+    lines = source.splitlines()
+    for k, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("subgraph cluster_"):
+            depth += 1
+            title = lines[k + 1]
+            if inside is None and f'label="{path} (' in title:
+                inside = depth
+        elif stripped == "}":
+            if inside == depth:
+                inside = None
+            depth -= 1
+        elif inside is not None and stripped.startswith("n") and "[" in stripped and "->" not in stripped:
+            members.append(stripped.split()[0])
+    return members
