@@ -23,7 +23,7 @@ import functools
 import re
 from functools import partial
 from operator import is_not, itemgetter
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from .collapse import collapse, fold_to_representative
 from .describe import describe, module_label_lines, shape_text, tensor_headline
@@ -218,7 +218,13 @@ def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **change
         graph = collapse(graph, options.depth, options.fold_repeated)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
-    return "".join(body_lines(graph, options, _join_every=_JOIN_EVERY, _braces=True))
+    text = ""
+    for piece in _body_pieces(graph, options, _JOIN_EVERY, True):
+        # Grown in place: CPython extends a str that nothing else refers to, so the
+        # whole text and all its pieces are never held at once (a million-op chain's
+        # DOT is 460 MB; a join of its pieces would hold twice that).
+        text += piece
+    return text
 
 
 def digraph(lines: list[str]) -> str:
@@ -236,8 +242,6 @@ def body_lines(
     *,
     node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
     notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-    _join_every: Optional[int] = None,
-    _braces: bool = False,
 ) -> list[str]:
     """The statements between ``digraph {`` and ``}``, one line each, drawn with ``options``.
 
@@ -259,6 +263,19 @@ def body_lines(
     ``notes`` draws boxes (text lines, attributes) in a cluster of their own that
     explains them.
     """
+    return list(_body_pieces(graph, options, node_styles=node_styles, notes=notes))
+
+
+def _body_pieces(
+    graph: AutogradGraph,
+    options: Optional[DrawOptions],
+    join_every: int = 0,
+    braces: bool = False,
+    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+) -> Iterator[str]:
+    """The pieces of :func:`body_lines`, made as they are read: with ``join_every``,
+    each run of that many node or edge lines comes as one piece."""
     options = options if options is not None else draw_options()
     theme, show_shapes, clusters = options.theme, options.show_shapes, options.clusters
     styles = resolve_theme(theme)
@@ -270,8 +287,9 @@ def body_lines(
         shown, styles, max(options.max_attr_chars, 4), options.show_attrs, options.show_device, node_styles, styles_key
     )
 
-    out = ["digraph {\n"] if _braces else []  # to_dot's whole graph
-    out += _header_lines(options.direction)
+    if braces:  # to_dot's whole graph
+        yield "digraph {\n"
+    yield from _header_lines(options.direction)
     raw = writer.raw_columns
     tail = []
     if options.legend:
@@ -279,27 +297,26 @@ def body_lines(
         tail.extend(_legend_lines([k for k in NODE_KINDS if k in kinds], styles))
     if notes:
         tail.extend(_note_lines(notes))
-    if _braces:
+    if braces:
         tail.append("}\n")
-    run_length = _join_every or 0
+    run_length = join_every
     in_runs = run_length > 0
     columns = writer.columns
     if clusters and graph.modules:
-        out.extend(_cluster_lines(columns, graph.modules, writer))
+        yield from _cluster_lines(columns, graph.modules, writer)
     elif in_runs:
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
-        out.extend("".join(writer.node_lines(range(i, min(i + run_length, count)))) for i in range(0, count, run_length))
+        yield from ("".join(writer.node_lines(range(i, min(i + run_length, count)))) for i in range(0, count, run_length))
     else:
-        out.extend(writer.node_lines(range(len(columns.contents))))
+        yield from writer.node_lines(range(len(columns.contents)))
     if in_runs:
         count = len(columns.links)
-        out.extend("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
+        yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
     else:
-        out.extend(_edge_lines(columns, show_shapes))
-    out.extend(tail)
-    return out
+        yield from _edge_lines(columns, show_shapes)
+    yield from tail
 
 
 def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
