@@ -26,8 +26,11 @@ def test_readme_example_runs(index, tmp_path, monkeypatch):
     block = BLOCKS[index]
     monkeypatch.chdir(ROOT)
     # Files the example writes go to a temporary folder, not the checkout.
-    block = block.replace('"mnist_cnn.pdf"', repr(os.fspath(tmp_path / "mnist_cnn.pdf")))
+    for written in ("mnist_cnn.pdf", "model.html"):
+        block = block.replace(f'"{written}"', repr(os.fspath(tmp_path / written)))
     namespace: dict = {}
     exec(compile(block, f"README.md block {index}", "exec"), namespace)
     if "render(" in block:
         assert (tmp_path / "mnist_cnn.pdf").read_bytes().startswith(b"%PDF")
+    if ".save(" in block:
+        assert (tmp_path / "model.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
