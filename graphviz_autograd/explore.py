@@ -70,6 +70,9 @@ PORT_OUT = "out"
 _LAYOUT_WORKERS = 4
 # Points per inch, as Graphviz measures node sizes.
 _POINTS = 72.0
+# The most nodes an expanded view (a level with every module inside it opened) may
+# draw: dot lays out about this many with their module boxes in a second or two.
+EXPAND_LIMIT = 1500
 # The widest label, in characters, a node is laid out for; the page shortens longer ones.
 MAX_LABEL_CHARS = 40
 
@@ -127,6 +130,7 @@ def explore(
     show_device: bool = True,
     title: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
+    expand_limit: int = EXPAND_LIMIT,
 ) -> Explorer:
     """An interactive page of the backward graph of ``output``, level by level.
 
@@ -138,7 +142,9 @@ def explore(
     op saves for backward, and by gradient norm with ``grad_colors`` (the model or
     its named parameters, after ``backward()``). ``show_attrs`` lists each op's
     saved values in its details. Graphviz ``dot`` lays out each distinct level
-    (within ``timeout`` seconds per level).
+    (within ``timeout`` seconds per level), and once more *expanded*: every module
+    inside it opened, as nested boxes, down to single ops, unless that view would
+    draw more than ``expand_limit`` nodes (the page then offers only level by level).
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -149,6 +155,8 @@ def explore(
     for name, value in (("show_shapes", show_shapes), ("show_attrs", show_attrs), ("show_device", show_device)):
         if not isinstance(value, bool):
             raise OptionError(f"{name} must be True or False; got {value!r}.")
+    if isinstance(expand_limit, bool) or not isinstance(expand_limit, int) or expand_limit < 0:
+        raise OptionError(f"expand_limit must be a whole number of nodes, 0 or more (0: no expanded views); got {expand_limit!r}.")
     if params is None and recorder is not None:
         params = recorder.model
     if isinstance(output, AutogradGraph):
@@ -174,7 +182,8 @@ def explore(
     if not isinstance(title, str):
         raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
     data = explorer_data(
-        graph, findings=findings, gradient_norms=norms, show_attrs=show_attrs, show_device=show_device, timeout=timeout
+        graph, findings=findings, gradient_norms=norms, show_attrs=show_attrs, show_device=show_device, timeout=timeout,
+        expand_limit=expand_limit,
     )
     data["title"] = title
     return Explorer(data, title)
@@ -233,6 +242,7 @@ def explorer_data(
     show_attrs: bool = False,
     show_device: bool = True,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
+    expand_limit: int = EXPAND_LIMIT,
 ) -> dict:
     """The plain data an explorer page is built from (what :func:`explore` embeds).
 
@@ -240,7 +250,8 @@ def explorer_data(
     device, note, saved bytes), ``edges`` (``[source, target, kind, shape]`` by node
     index), ``levels`` (per module shown: path, type, parent, template, and the
     nodes, child levels and outside nodes filling the template's items),
-    ``templates`` (items, edges and layout, shared by alike levels), ``meanings``
+    ``templates`` (items, edges and layout, shared by alike levels, and the
+    ``expanded`` view of the level with every module inside it opened), ``meanings``
     (op name -> lines), ``findings`` and ``metrics`` (per node index).
     """
     nodes = graph.nodes
@@ -331,6 +342,7 @@ def explorer_data(
     for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
         _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates)
 
+    _add_expanded_views(ordered, levels, home, edges_out, templates, expand_limit)
     _lay_out(templates, timeout)
 
     finding_rows = []
@@ -508,6 +520,144 @@ def _build_level(
     level.template = template
 
 
+def _add_expanded_views(
+    ordered: list[_Level],
+    levels: dict[str, _Level],
+    home: list[str],
+    edges_out: list[list],
+    templates: list[dict],
+    limit: int,
+) -> None:
+    """Give each template with a box in it an ``expanded`` view: the first level made
+    from it drawn with every module inside opened, as nested boxes (clusters).
+
+    Items are paths of item indexes from the level down through boxes (``[3, 0, 5]``:
+    item 5 of the first module of box 0 of the first module of box 3), so the view
+    fits every level of the template. A folded run is drawn once, as its first
+    member; an edge into any member goes to the first one's matching node, and edges
+    between members of one run are left out, as its box leaves them out. A view with
+    more than ``limit`` nodes is not laid out: ``{"skipped": count}``.
+    """
+    # Where each level sits in its parent: (parent path, box item, place in the run).
+    place: dict[str, tuple[str, int, int]] = {}
+    item_of_node: dict[int, int] = {}
+    for level in ordered:
+        for i, ref in enumerate(level.refs):
+            if ref[0] == "m":
+                for member, child in enumerate(ref[1]):
+                    place[child] = (level.path, i, member)
+            elif ref[0] == "n":
+                item_of_node[ref[1]] = i
+    outgoing: dict[int, list[list]] = {}
+    incoming: dict[int, list[list]] = {}
+    for edge in edges_out:
+        outgoing.setdefault(edge[0], []).append(edge)
+        incoming.setdefault(edge[1], []).append(edge)
+    done: set[int] = set()
+    for level in ordered:
+        template = templates[level.template]
+        if level.template in done or not any(item[0] == BOX for item in level.items):
+            continue
+        done.add(level.template)
+        paths, clusters = _expanded_items(level, levels)
+        if len(paths) > limit:
+            template["expanded"] = {"skipped": len(paths)}
+            continue
+        edges = _expanded_edges(level, levels, place, item_of_node, home, outgoing, incoming, paths)
+        template["expanded"] = {"items": [list(path) for path in paths], "clusters": clusters, "edges": edges}
+
+
+def _expanded_items(level: _Level, levels: dict[str, _Level]) -> tuple[list[tuple[int, ...]], list[list]]:
+    """The item paths of ``level`` expanded (its own ports, no inner ones) and its
+    clusters as ``[path, parent cluster or -1]``, parents before children."""
+    paths: list[tuple[int, ...]] = []
+    clusters: list[list] = []
+    stack: list[tuple[str, tuple[int, ...], int]] = [(level.path, (), -1)]
+    while stack:
+        path, prefix, cluster = stack.pop()
+        inner = levels[path]
+        boxes = []
+        for i, (item, ref) in enumerate(zip(inner.items, inner.refs)):
+            key = prefix + (i,)
+            if item[0] == BOX:
+                clusters.append([list(key), cluster])
+                boxes.append((ref[1][0], key, len(clusters) - 1))
+            elif prefix == () or item[0] not in (PORT_IN, PORT_OUT):
+                paths.append(key)
+        stack.extend(reversed(boxes))
+    return paths, clusters
+
+
+def _expanded_edges(
+    level: _Level,
+    levels: dict[str, _Level],
+    place: dict[str, tuple[str, int, int]],
+    item_of_node: dict[int, int],
+    home: list[str],
+    outgoing: dict[int, list[list]],
+    incoming: dict[int, list[list]],
+    paths: list[tuple[int, ...]],
+) -> list[list]:
+    """The graph's edges inside ``level`` and across its border, between the expanded items."""
+    index = {path: n for n, path in enumerate(paths)}
+    in_port: dict[int, int] = {}
+    for i, (item, ref) in enumerate(zip(level.items, level.refs)):
+        if item[0] == PORT_IN:
+            in_port[ref[1]] = index[(i,)]
+    out_port: dict[int, int] = {}
+    for source, target, _kind, _shape in level.edges:
+        if level.items[target][0] == PORT_OUT:
+            out_port[source] = index[(target,)]
+
+    # Each level below: its item path and place in runs from here (member 0 stands for its run).
+    below: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {level.path: ((), ())}
+    stack = [level.path]
+    while stack:
+        parent = stack.pop()
+        key, members = below[parent]
+        for child in levels[parent].children:
+            _, box, member = place[child]
+            below[child] = (key + (box,), members + (member,))
+            stack.append(child)
+
+    def where(k: int) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
+        found = below.get(home[k])
+        if found is None:
+            return None
+        return found[0] + (item_of_node[k],), found[1]
+
+    drawn: dict[tuple[int, int, str], None] = {}
+    for path in below:
+        for k in levels[path].nodes:
+            source = where(k)
+            assert source is not None
+            s = index[source[0]]
+            for edge in outgoing.get(k, ()):
+                target = where(edge[1])
+                if target is None:
+                    drawn[(s, out_port[source[0][0]], edge[2])] = None
+                    continue
+                if _between_members_of_a_run(source, target):
+                    continue
+                t = index[target[0]]
+                if s != t:
+                    drawn[(s, t, edge[2])] = None
+            for edge in incoming.get(k, ()):
+                if where(edge[0]) is None:
+                    drawn[(in_port[edge[0]], s, edge[2])] = None
+    return [list(edge) for edge in drawn]
+
+
+def _between_members_of_a_run(source: tuple, target: tuple) -> bool:
+    """Whether two places are in different members of one folded run of blocks."""
+    for box_s, box_t, member_s, member_t in zip(source[0], target[0], source[1], target[1]):
+        if box_s != box_t:
+            return False
+        if member_s != member_t:
+            return True
+    return False
+
+
 def _first_node(levels: dict[str, _Level], path: str, shown: list[int]) -> int:
     """The walk index of the first node in a level or any level below it."""
     found = math.inf
@@ -638,16 +788,81 @@ def _dot_label(line: str) -> str:
     return line.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _expanded_item(template: dict, path: Sequence[int], templates: list[dict]) -> list:
+    """The item a path of item indexes leads to, through the templates of boxes."""
+    for box in path[:-1]:
+        template = templates[template["items"][box][4]]
+    return template["items"][path[-1]]
+
+
+def cluster_lines(item: Sequence[Any]) -> list[str]:
+    """The label of an opened module in an expanded view: its name and class (×N when folded).
+
+    >>> cluster_lines(["box", "h.0 \u2026 h.3", "GPT2Block", 4, 2, 27, 7087872])
+    ['h.0 … h.3  GPT2Block ×4']
+    """
+    return [_short(item[1]) + "  " + _short(item[2] + (f" \u00d7{item[3]}" if item[3] > 1 else ""))]
+
+
+def _expanded_dot_source(template: dict, templates: list[dict]) -> str:
+    """DOT of a template's expanded view: a cluster per opened module, no edge labels
+    (their shapes are in the details), so big views stay quick to lay out."""
+    from .dot import quote
+
+    expanded = template["expanded"]
+    clusters = expanded["clusters"]
+    cluster_of = {tuple(path): n for n, (path, _parent) in enumerate(clusters)}
+    members: dict[int, list[str]] = {-1: []}
+    for n, (_path, parent) in enumerate(clusters):
+        members.setdefault(n, [])
+        members[parent].append(f"c{n}")
+    for i, path in enumerate(expanded["items"]):
+        label = "\\n".join(_dot_label(line) for line in _item_lines(_expanded_item(template, path, templates), templates))
+        members[cluster_of.get(tuple(path[:-1]), -1)].append(f' i{i} [label="{label}"]')
+    lines = ["digraph {", " graph [rankdir=TB nodesep=0.2 ranksep=0.3 nslimit=3 fontname=monospace fontsize=10"
+             " labeljust=l margin=8]",
+             " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
+             " edge [arrowsize=0.6]"]
+    stack: list[str] = ["c-1"]
+    while stack:
+        entry = stack.pop()
+        if entry == "}":
+            lines.append(" }")
+            continue
+        if not entry.startswith("c"):
+            lines.append(entry)
+            continue
+        n = int(entry[1:])
+        if n >= 0:
+            box = _expanded_item(template, clusters[n][0], templates)
+            lines.append(f" subgraph cluster_c{n} {{ label={quote(cluster_lines(box)[0])}")
+            stack.append("}")
+        stack.extend(reversed(members[n]))
+    for number, (source, target, _kind) in enumerate(expanded["edges"]):
+        lines.append(f" i{source} -> i{target} [id=e{number}]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _lay_out(templates: list[dict], timeout: Optional[float]) -> None:
-    """Add ``layout`` to every template: the drawing's size, node boxes and edge paths."""
-    sources = [_dot_source(t, templates) for t in templates]
-    with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(sources)))) as pool:
-        drawn = list(pool.map(lambda source: run_dot(source, "json0", timeout=timeout), sources))
-    for template, output in zip(templates, drawn):
-        template["layout"] = _read_layout(json.loads(output), len(template["items"]), len(template["edges"]))
+    """Add ``layout`` to every template and to every expanded view: the drawing's
+    size, node boxes, module boxes and edge paths."""
+    jobs: list[tuple[dict, dict, str]] = []
+    for template in templates:
+        jobs.append((template, template, _dot_source(template, templates)))
+        expanded = template.get("expanded")
+        if expanded is not None and "items" in expanded:
+            jobs.append((expanded, expanded, _expanded_dot_source(template, templates)))
+    # The biggest first, so that one long layout does not start last.
+    order = sorted(range(len(jobs)), key=lambda n: -len(jobs[n][2]))
+    with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(jobs)))) as pool:
+        drawn = dict(zip(order, pool.map(lambda n: run_dot(jobs[n][2], "json0", timeout=timeout), order)))
+    for n, (target, view, _source) in enumerate(jobs):
+        target["layout"] = _read_layout(json.loads(drawn[n]), len(view["items"]), len(view["edges"]),
+                                        len(view.get("clusters", ())))
 
 
-def _read_layout(drawn: dict, item_count: int, edge_count: int) -> dict:
+def _read_layout(drawn: dict, item_count: int, edge_count: int, cluster_count: int = 0) -> dict:
     """Graphviz's json0 output as the page draws it, y pointing down, in points rounded to tenths."""
     x0, y0, x1, y1 = (float(v) for v in drawn.get("bb", "0,0,0,0").split(","))
     height = y1 - y0
@@ -657,8 +872,14 @@ def _read_layout(drawn: dict, item_count: int, edge_count: int) -> dict:
         return [round(float(x) - x0, 1), round(height - (float(y) - y0), 1)]
 
     boxes: list[list[float]] = [[0, 0, 0, 0]] * item_count
+    clusters: list[list[float]] = [[0, 0, 0, 0]] * cluster_count
     for obj in drawn.get("objects", []):
         name = obj.get("name", "")
+        if name.startswith("cluster_c") and "bb" in obj:
+            left, bottom, right, top = (float(v) for v in obj["bb"].split(","))
+            corner = point(f"{left},{top}")
+            clusters[int(name[len("cluster_c"):])] = corner + [round(right - left, 1), round(top - bottom, 1)]
+            continue
         if not name.startswith("i") or "pos" not in obj:
             continue
         index = int(name[1:])
@@ -679,7 +900,10 @@ def _read_layout(drawn: dict, item_count: int, edge_count: int) -> dict:
                 points.append(point(part))
         label = point(edge["lp"]) if "lp" in edge else None
         paths[number] = [[c for p in points for c in p], arrow_end, label]
-    return {"width": round(x1 - x0, 1), "height": round(height, 1), "nodes": boxes, "edges": paths}
+    layout = {"width": round(x1 - x0, 1), "height": round(height, 1), "nodes": boxes, "edges": paths}
+    if cluster_count:
+        layout["clusters"] = clusters
+    return layout
 
 
 # --- the page ------------------------------------------------------------------------

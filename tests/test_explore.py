@@ -154,3 +154,43 @@ def test_cli_writes_an_html_explorer(tmp_path):
     data = embedded_data(out.read_text(encoding="utf-8"))
     assert data["title"] == "Net"
     assert len(data["levels"]) > 1
+
+
+def test_expanded_view_opens_every_module_once_per_folded_run(gpt2_page):
+    data = gpt2_page.data
+    templates = data["templates"]
+    top = templates[level(data, "")["template"]]
+    expanded = top["expanded"]
+
+    def item_at(path):
+        template = top
+        for box in path[:-1]:
+            template = templates[template["items"][box][4]]
+        return template["items"][path[-1]]
+
+    labels = [item_at(path)[1] for path, _parent in expanded["clusters"]]
+    assert labels.count("h.0 \u2026 h.3") == 1 and "lm_head" in labels  # the run of 4 blocks is one cluster
+    kinds = [item_at(path)[0] for path in expanded["items"]]
+    assert "box" not in kinds and kinds.count("output") == 1
+    assert 0 < len(expanded["items"]) < len(data["nodes"])  # the other 3 blocks are not drawn
+    assert [item_at(path)[1] for path in expanded["items"]].count("AddmmBackward0") == 4  # one block's Conv1Ds
+    assert len(expanded["layout"]["nodes"]) == len(expanded["items"])
+    assert len(expanded["layout"]["clusters"]) == len(expanded["clusters"])
+    # Parents come before their clusters; edges join drawn items, none from a block to itself.
+    assert all(parent < n for n, (_path, parent) in enumerate(expanded["clusters"]))
+    assert all(0 <= s < len(expanded["items"]) and 0 <= t < len(expanded["items"]) and s != t
+               for s, t, _kind in expanded["edges"])
+    # A level with no module inside has nothing to expand.
+    assert "expanded" not in templates[level(data, "lm_head")["template"]]
+
+
+def test_expanded_views_are_shared_and_limited(gpt2_page):
+    logits, recorder = tiny_gpt2(8)
+    deeper = explore(logits, recorder=recorder).data
+    shared = [t for t in deeper["templates"] if "expanded" in t]
+    assert len(shared) == len([t for t in gpt2_page.data["templates"] if "expanded" in t])
+    assert all("layout" in t["expanded"] for t in shared)
+    limited = explore(logits, recorder=recorder, expand_limit=0).data
+    assert all(set(t["expanded"]) == {"skipped"} for t in limited["templates"] if "expanded" in t)
+    with pytest.raises(OptionError, match="expand_limit must be a whole number"):
+        explore(logits, recorder=recorder, expand_limit=-1)

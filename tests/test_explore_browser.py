@@ -210,3 +210,56 @@ def test_a_finding_deep_inside_shows_on_every_level_above(browser, gpt2_file, tm
         assert page.errors == []
     finally:
         page.page.close()
+
+
+def test_expand_all_opens_every_module_of_the_level_and_collapses_back(gpt2):
+    button = gpt2.page.locator("#expand")
+    assert button.get_attribute("aria-disabled") == "false"
+    button.click()
+    assert button.text_content() == "Collapse" and gpt2.page.url.endswith("#&expanded")
+    assert gpt2.page.locator("g.node.kind-box").count() == 0
+    clusters = gpt2.page.locator("g.cluster > text").all_text_contents()
+    assert "h.0 \u2026 h.3  GPT2Block \u00d74" in clusters and "lm_head  Linear" in clusters
+    ops = gpt2.page.locator("g.node.kind-op text.name").all_text_contents()
+    assert "AddmmBackward0" in ops and "TanhBackward0" in ops  # the MLP's gelu, from inside a block
+    # Details and tracing work on the expanded drawing: an op inside the folded block.
+    gpt2.page.locator("g.node", has_text="TanhBackward0").first.click()
+    details = gpt2.page.locator("#details").text_content()
+    assert "transformer.h.0.mlp" in details and "and its 3 matches in the other blocks" in (
+        gpt2.page.locator("g.node.selected title").text_content())
+    assert gpt2.page.locator("g.node.up").count() > 10 and gpt2.page.locator("g.node.down").count() > 3
+    assert gpt2.page.locator("g.cluster.up").count() >= 1
+    # The key goes back to one box per module, and again into the expanded view.
+    gpt2.page.locator("#canvas").click(position={"x": 5, "y": 5})
+    gpt2.page.keyboard.press("e")
+    assert gpt2.page.locator("g.node.kind-box").count() == 2 and gpt2.page.locator("g.cluster").count() == 0
+    assert button.text_content() == "Expand all"
+    gpt2.page.keyboard.press("e")
+    assert gpt2.page.locator("g.cluster").count() == len(clusters)
+    # Opening a module leaves the expanded view; a level without modules has nothing to expand.
+    gpt2.page.keyboard.press("e")
+    gpt2.box("lm_head").click()
+    assert button.get_attribute("aria-disabled") == "true" and "Nothing to expand" in button.get_attribute("title")
+    assert gpt2.errors == []
+
+
+def test_expand_all_is_refused_above_the_node_limit(browser, tmp_path):
+    logits, recorder = tiny_gpt2(2)
+    page = Page(browser, explore(logits, recorder=recorder, expand_limit=60).save(tmp_path / "limited.html"))
+    try:
+        button = page.page.locator("#expand")
+        assert button.get_attribute("aria-disabled") == "true"
+        assert "Too big to expand all" in button.get_attribute("title") and "Open a module" in button.get_attribute("title")
+        assert not button.is_enabled()
+        button.click(force=True)
+        page.page.keyboard.press("e")
+        assert page.page.locator("g.cluster").count() == 0 and page.page.locator("g.node.kind-box").count() == 2
+        assert "Too big" in page.page.locator("#level-note").text_content()
+        # A small module inside still expands.
+        page.box("transformer").click()
+        page.box("GPT2Block").click()
+        page.box("attn").click()
+        assert page.page.locator("#expand").get_attribute("aria-disabled") == "false"
+        assert page.errors == []
+    finally:
+        page.page.close()

@@ -11,6 +11,7 @@
   var levels = data.levels;
   var templates = data.templates;
   var ROOT = 0;
+  var EXPANDED_HASH = '&expanded';
   var SEVERITY_RANK = { error: 0, warning: 1, info: 2 };
   var METRIC_TEXT = { saved_bytes: 'saved for backward', grad_norm: 'gradient norm' };
   // Light to dark: the same blues as the static drawings' gradient scale.
@@ -27,6 +28,7 @@
   var hitsTitle = document.getElementById('hits-title');
   var metricSelect = document.getElementById('metric');
   var table = document.getElementById('table');
+  var expandButton = document.getElementById('expand');
 
   // --- derived once ---------------------------------------------------------------
 
@@ -165,52 +167,156 @@
   // --- state ----------------------------------------------------------------------------
 
   var current = -1;
+  var expanded = false;  // the current level drawn with every module inside it opened
+  var view = null;  // what is drawn: see boxedView and expandedView
   var panZoom = null;
   var svg = null;
   var itemGroups = [];
   var edgeGroups = [];
+  var clusterGroups = [];
   var selected = null;  // {kind: 'node'|'level', index}
+
+  // --- what a level shows -------------------------------------------------------------
+  // A view: items (template items), refs (per item: node index, outside node index for
+  // a port, child levels for a box), alike (per node item: every node it stands for),
+  // edges, layout and clusters (opened modules: their item and levels).
+
+  function boxedView(level) {
+    var template = templates[levels[level].template];
+    var refs = levels[level].refs;
+    return {
+      level: level, expanded: false, items: template.items, refs: refs, edges: template.edges,
+      layout: template.layout, clusters: [],
+      alike: template.items.map(function (item, i) { return isNodeItem(item) ? [refs[i]] : []; }),
+    };
+  }
+
+  function isNodeItem(item) { return item[0] !== 'box' && item[0] !== 'in' && item[0] !== 'out'; }
+
+  // The expanded view: items are paths of item indexes down through boxes; a folded run
+  // shows its first block, whose nodes stand for the matching ones of every block of it.
+  function expandedView(level) {
+    var template = templates[levels[level].template];
+    var expandedData = template.expanded;
+    function follow(path) {
+      var inner = template;
+      var holders = [level];
+      for (var n = 0; n < path.length - 1; n++) {
+        var box = path[n];
+        var next = [];
+        holders.forEach(function (l) { Array.prototype.push.apply(next, levels[l].refs[box]); });
+        holders = next;
+        inner = templates[inner.items[box][4]];
+      }
+      return { item: inner.items[path[path.length - 1]], holders: holders };
+    }
+    var items = [];
+    var refs = [];
+    var alike = [];
+    expandedData.items.forEach(function (path) {
+      var found = follow(path);
+      var last = path[path.length - 1];
+      items.push(found.item);
+      if (isNodeItem(found.item)) {
+        var all = found.holders.map(function (l) { return levels[l].refs[last]; });
+        refs.push(all[0]);
+        alike.push(all);
+      } else {
+        refs.push(levels[level].refs[last]);
+        alike.push([]);
+      }
+    });
+    var clusters = expandedData.clusters.map(function (entry) {
+      var found = follow(entry[0]);
+      var last = entry[0][entry[0].length - 1];
+      var inside = [];
+      found.holders.forEach(function (l) { Array.prototype.push.apply(inside, levels[l].refs[last]); });
+      return { item: found.item, levels: inside, parent: entry[1] };
+    });
+    return {
+      level: level, expanded: true, items: items, refs: refs, alike: alike, edges: expandedData.edges,
+      layout: expandedData.layout, clusters: clusters,
+    };
+  }
+
+  // Why a level cannot be expanded, or '' when it can.
+  function cannotExpand(level) {
+    var expandedData = templates[levels[level].template].expanded;
+    if (!expandedData) return 'Nothing to expand: this level holds no module.';
+    if (expandedData.skipped) {
+      return 'Too big to expand all: ' + expandedData.skipped.toLocaleString('en') +
+        ' nodes, more than this page lays out at once. Open a module instead.';
+    }
+    return '';
+  }
 
   // --- drawing a level -----------------------------------------------------------------
 
-  function itemMembers(level, i) {
-    // The graph nodes and levels an item of ``level`` stands for.
-    var item = templates[levels[level].template].items[i];
-    var ref = levels[level].refs[i];
-    if (item[0] === 'box') return { levels: ref, node: null };
-    return { levels: [], node: ref };
+  function rollUp(name, total, value) {
+    if (value === null) return total;
+    if (name === 'grad_norm') return total === null || value > total || isNaN(value) ? value : total;
+    return (total || 0) + value;
   }
 
-  function itemMetric(level, i, name) {
+  function itemMetric(i, name) {
     var metric = metrics[name];
     if (!metric) return null;
-    var members = itemMembers(level, i);
-    var item = templates[levels[level].template].items[i];
+    var item = view.items[i];
     if (item[0] === 'in' || item[0] === 'out') return null;
-    if (members.node !== null) return metric.perNode.has(members.node) ? metric.perNode.get(members.node) : null;
     var total = null;
-    members.levels.forEach(function (l) {
-      var value = metric.perLevel[l];
-      if (value === null) return;
-      if (name === 'grad_norm') total = total === null || value > total || isNaN(value) ? value : total;
-      else total = (total || 0) + value;
-    });
+    if (item[0] === 'box') {
+      view.refs[i].forEach(function (l) { total = rollUp(name, total, metric.perLevel[l]); });
+    } else {
+      view.alike[i].forEach(function (k) { total = rollUp(name, total, metric.perNode.has(k) ? metric.perNode.get(k) : null); });
+    }
     return total;
   }
 
-  function draw(level) {
-    var template = templates[levels[level].template];
-    var layout = template.layout;
+  function badgeCounts(inside) {
+    var counts = { error: 0, warning: 0 };
+    inside.forEach(function (l) { counts.error += badges[l].error; counts.warning += badges[l].warning; });
+    return counts;
+  }
+
+  function drawBadge(group, counts, x, y) {
+    var severity = counts.error ? 'error' : counts.warning ? 'warning' : null;
+    if (!severity) return;
+    var badge = svgElement('g', { class: 'badge ' + severity });
+    badge.appendChild(svgElement('circle', { cx: x, cy: y, r: 8 }));
+    badge.appendChild(svgElement('text', { x: x, y: y + 3 }, String(counts.error + counts.warning)));
+    badge.appendChild(svgElement('title', {}, counts.error + ' errors, ' + counts.warning + ' warnings inside'));
+    group.appendChild(badge);
+  }
+
+  function draw(shown) {
+    view = shown;
+    var level = shown.level;
+    var layout = shown.layout;
     if (panZoom) { panZoom.destroy(); panZoom = null; }
     canvas.textContent = '';
-    svg = svgElement('svg', { role: 'img', 'aria-label': 'level ' + levelName(level) });
+    svg = svgElement('svg', { role: 'img', 'aria-label': 'level ' + levelName(level) + (shown.expanded ? ', expanded' : '') });
     var viewport = svgElement('g', { class: 'viewport' });
     svg.appendChild(viewport);
+    var clusterLayer = svgElement('g', { class: 'clusters' });
     var edgeLayer = svgElement('g', { class: 'edges' });
     var nodeLayer = svgElement('g', { class: 'nodes' });
+    viewport.appendChild(clusterLayer);
     viewport.appendChild(edgeLayer);
     viewport.appendChild(nodeLayer);
-    edgeGroups = template.edges.map(function (edge, e) {
+    clusterGroups = shown.clusters.map(function (cluster, c) {
+      var box = layout.clusters[c];
+      var group = svgElement('g', { class: 'cluster', 'data-cluster': String(c) });
+      group.appendChild(svgElement('rect', { x: box[0], y: box[1], width: box[2], height: box[3], rx: 6 }));
+      var item = cluster.item;
+      group.appendChild(svgElement('text', { x: box[0] + 6, y: box[1] + 12 },
+        shortText(item[1], 40) + '  ' + shortText(item[2] + (item[3] > 1 ? ' \u00d7' + item[3] : ''), 40)));
+      group.appendChild(svgElement('title', {}, cluster.levels.map(function (l) { return levels[l].path; }).join(', ') +
+        ' (' + item[2] + '): click for its details'));
+      drawBadge(group, badgeCounts(cluster.levels), box[0] + box[2] - 2, box[1] + 2);
+      clusterLayer.appendChild(group);
+      return group;
+    });
+    edgeGroups = shown.edges.map(function (edge, e) {
       var drawn = layout.edges[e];
       var group = svgElement('g', { class: 'edge kind-' + edge[2] });
       var c = drawn[0];
@@ -239,30 +345,30 @@
     var metricName = metricSelect.value;
     var values = [];
     if (metricName) {
-      template.items.forEach(function (item, i) {
-        var value = itemMetric(level, i, metricName);
+      shown.items.forEach(function (item, i) {
+        var value = itemMetric(i, metricName);
         if (value !== null && !isNaN(value) && value > 0) values.push(value);
       });
     }
     var low = values.length ? Math.log10(Math.min.apply(null, values)) : 0;
     var high = values.length ? Math.log10(Math.max.apply(null, values)) : 1;
-    itemGroups = template.items.map(function (item, i) {
+    itemGroups = shown.items.map(function (item, i) {
       var box = layout.nodes[i];
       var x = box[0], y = box[1], w = box[2], h = box[3];
       var classes = 'node kind-' + item[0] + (item[0] === 'box' ? ' box' : '');
-      var members = itemMembers(level, i);
-      if (members.node !== null && findingsOf.has(members.node) && item[0] !== 'in' && item[0] !== 'out') {
-        var worst = findingsOf.get(members.node).reduce(function (a, f) {
-          return SEVERITY_RANK[f.severity] < SEVERITY_RANK[a] ? f.severity : a;
-        }, 'info');
-        if (worst !== 'info') classes += ' severity-' + worst;
-      }
+      var worst = 'info';
+      shown.alike[i].forEach(function (k) {
+        (findingsOf.get(k) || []).forEach(function (f) {
+          if (SEVERITY_RANK[f.severity] < SEVERITY_RANK[worst]) worst = f.severity;
+        });
+      });
+      if (worst !== 'info') classes += ' severity-' + worst;
       var group = svgElement('g', { class: classes, tabindex: '0', 'data-item': String(i) });
       var rect = svgElement('rect', {
         x: x - w / 2, y: y - h / 2, width: w, height: h, rx: item[0] === 'box' ? 6 : 2,
       });
       if (metricName) {
-        var value = itemMetric(level, i, metricName);
+        var value = itemMetric(i, metricName);
         if (value !== null) {
           var step = isNaN(value) ? -1 : value <= 0 ? 0 :
             Math.min(SCALE.length - 1, Math.floor((Math.log10(value) - low) / ((high - low) || 1) * SCALE.length));
@@ -280,20 +386,8 @@
         if (group.classList.contains('dark')) text.style.fill = '#fff';
         group.appendChild(text);
       });
-      var title = svgElement('title', {}, titleOf(level, i));
-      group.appendChild(title);
-      if (item[0] === 'box') {
-        var counts = { error: 0, warning: 0 };
-        members.levels.forEach(function (l) { counts.error += badges[l].error; counts.warning += badges[l].warning; });
-        var severity = counts.error ? 'error' : counts.warning ? 'warning' : null;
-        if (severity) {
-          var badge = svgElement('g', { class: 'badge ' + severity });
-          badge.appendChild(svgElement('circle', { cx: x + w / 2 - 2, cy: y - h / 2 + 2, r: 8 }));
-          badge.appendChild(svgElement('text', { x: x + w / 2 - 2, y: y - h / 2 + 5 }, String(counts.error + counts.warning)));
-          badge.appendChild(svgElement('title', {}, counts.error + ' errors, ' + counts.warning + ' warnings inside'));
-          group.appendChild(badge);
-        }
-      }
+      group.appendChild(svgElement('title', {}, titleOf(i)));
+      if (item[0] === 'box') drawBadge(group, badgeCounts(shown.refs[i]), x + w / 2 - 2, y - h / 2 + 2);
       nodeLayer.appendChild(group);
       return group;
     });
@@ -321,7 +415,7 @@
   }
 
   function focusItem(i) {
-    var box = templates[levels[current].template].layout.nodes[i];
+    var box = view.layout.nodes[i];
     var sizes = panZoom.getSizes();
     if (sizes.realZoom < 0.8) {
       panZoom.zoom(panZoom.getZoom() * 0.8 / sizes.realZoom);
@@ -330,15 +424,16 @@
     panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: sizes.height / 2 - box[1] * sizes.realZoom });
   }
 
-  function titleOf(level, i) {
-    var item = templates[levels[level].template].items[i];
-    var ref = levels[level].refs[i];
+  function titleOf(i) {
+    var item = view.items[i];
+    var ref = view.refs[i];
     if (item[0] === 'box') {
       return ref.map(function (l) { return levels[l].path; }).join(', ') + ' (' + item[2] + '): click to open';
     }
     if (item[0] === 'in') return 'comes from ' + nodeName(ref);
     if (item[0] === 'out') return 'goes on to ' + nodeName(ref);
-    return nodeName(ref);
+    var others = view.alike[i].length - 1;
+    return nodeName(ref) + (others ? ' (and its ' + others + (others === 1 ? ' match' : ' matches') + ' in the other blocks of the run)' : '');
   }
 
   function nodeName(k) {
@@ -367,7 +462,9 @@
     options = options || {};
     current = level;
     selected = null;
-    draw(level);
+    expanded = !!options.expanded && !cannotExpand(level);
+    draw(expanded ? expandedView(level) : boxedView(level));
+    drawExpandButton(level);
     drawBreadcrumb(level);
     drawLevelNote(level);
     if (!options.keepDetails) showLevelDetails(level);
@@ -378,8 +475,25 @@
       group.focus({ preventScroll: true });
     }
     if (history.replaceState) {
-      try { history.replaceState(null, '', '#' + encodeURIComponent(levels[level].path)); } catch (e) { /* file: pages may refuse */ }
+      try {
+        history.replaceState(null, '', '#' + encodeURIComponent(levels[level].path) + (expanded ? EXPANDED_HASH : ''));
+      } catch (e) { /* file: pages may refuse */ }
     }
+  }
+
+  function toggleExpanded() {
+    var why = cannotExpand(current);
+    if (why) { levelNote.textContent = why; return; }
+    open(current, { expanded: !expanded });
+  }
+
+  function drawExpandButton(level) {
+    var why = cannotExpand(level);
+    expandButton.textContent = expanded ? 'Collapse' : 'Expand all';
+    expandButton.setAttribute('aria-pressed', String(expanded));
+    expandButton.setAttribute('aria-disabled', String(!!why));
+    expandButton.title = why || (expanded ? 'Back to one box per module (key e)'
+      : 'Open every module inside this level, down to single ops (key e)');
   }
 
   function up() {
@@ -418,6 +532,7 @@
         : 'The whole graph (recorded without module information, so it is one level).')
       : info.path + ' (' + info.type + '): ' + plural(opsBelow[level], 'op') +
         (info.params ? ', ' + countText(info.params) + ' params' : '');
+    if (expanded) text += ' Expanded: every module inside is opened (a folded run shows its first block); e or Collapse goes back to boxes.';
     levelNote.appendChild(document.createTextNode(text));
     if (place && place.run.length > 1) {
       var run = place.run;
@@ -478,7 +593,12 @@
       details.appendChild(element('h3', {}, 'Not in the graph'));
       details.appendChild(findingList(looseFindings));
     }
-    details.appendChild(element('p', {}, 'Click a node for its details and to trace what feeds it (green) and where its gradient comes from (purple); drag to pan, wheel to zoom, f to fit, / to search.'));
+    if (level !== current) {
+      var openButton = element('button', { type: 'button', class: 'link' }, 'open ' + levels[level].path);
+      openButton.addEventListener('click', function () { open(level); });
+      details.appendChild(openButton);
+    }
+    details.appendChild(element('p', {}, 'Click a node for its details and to trace what feeds it (green) and where its gradient comes from (purple); drag to pan, wheel to zoom, f to fit, e to expand every module of this level (or collapse it), / to search.'));
   }
 
   function showNodeDetails(k) {
@@ -558,7 +678,7 @@
   function clearTrace() {
     if (!svg) return;
     svg.classList.remove('tracing');
-    itemGroups.concat(edgeGroups).forEach(function (g) { g.classList.remove('up', 'down', 'selected', 'hit'); });
+    itemGroups.concat(edgeGroups, clusterGroups).forEach(function (g) { g.classList.remove('up', 'down', 'selected', 'hit'); });
   }
 
   // Mark the items of this level that hold a node of ``set`` with ``cls``.
@@ -566,18 +686,23 @@
     var levelsHit = new Set();
     set.forEach(function (j) { ancestors(nodes[j].level).forEach(function (l) { levelsHit.add(l); }); });
     var marked = new Set();
-    templates[levels[current].template].items.forEach(function (item, i) {
-      var ref = levels[current].refs[i];
-      var hit = item[0] === 'box' ? ref.some(function (l) { return levelsHit.has(l); }) : set.has(ref);
+    function holds(j) { return set.has(j); }
+    view.items.forEach(function (item, i) {
+      var ref = view.refs[i];
+      var hit = item[0] === 'box' ? ref.some(function (l) { return levelsHit.has(l); })
+        : view.alike[i].length ? view.alike[i].some(holds) : set.has(ref);
       if (hit) { itemGroups[i].classList.add(cls); marked.add(i); }
+    });
+    view.clusters.forEach(function (cluster, c) {
+      if (cluster.levels.some(function (l) { return levelsHit.has(l); })) clusterGroups[c].classList.add(cls);
     });
     return marked;
   }
 
   function select(i) {
     clearTrace();
-    var item = templates[levels[current].template].items[i];
-    var ref = levels[current].refs[i];
+    var item = view.items[i];
+    var ref = view.refs[i];
     if (item[0] === 'box') { open(ref[0]); return; }
     var k = ref;
     var traced = trace(k);
@@ -586,7 +711,7 @@
     var up = markItems(traced.up, 'up');
     var down = markItems(traced.down, 'down');
     up.add(i); down.add(i);
-    templates[levels[current].template].edges.forEach(function (edge, e) {
+    view.edges.forEach(function (edge, e) {
       if (up.has(edge[0]) && up.has(edge[1]) && !(down.has(edge[0]) && edge[0] !== i)) edgeGroups[e].classList.add('up');
       if (down.has(edge[0]) && down.has(edge[1]) && !(up.has(edge[1]) && edge[1] !== i)) edgeGroups[e].classList.add('down');
     });
@@ -724,6 +849,14 @@
     var moved = pressedAt && Math.abs(event.clientX - pressedAt[0]) + Math.abs(event.clientY - pressedAt[1]) > 4;
     if (moved) return;  // the end of a drag, not a click
     var group = event.target.closest ? event.target.closest('g.node') : null;
+    var cluster = !group && event.target.closest ? event.target.closest('g.cluster') : null;
+    if (cluster) {
+      clearTrace();
+      var inside = view.clusters[Number(cluster.getAttribute('data-cluster'))].levels;
+      cluster.classList.add('selected');
+      showLevelDetails(inside[0]);
+      return;
+    }
     if (!group) { clearTrace(); showLevelDetails(current); return; }
     select(Number(group.getAttribute('data-item')));
   });
@@ -743,23 +876,33 @@
     if (event.key === 'Escape' && !table.hidden) { showTable(false); return; }
     if (event.key === 'Backspace' || event.key === 'Escape') { event.preventDefault(); up(); }
     else if (event.key === 'f' && !event.ctrlKey && !event.metaKey) fitView();
+    else if (event.key === 'e' && !event.ctrlKey && !event.metaKey) toggleExpanded();
     else if (event.key === '/') { event.preventDefault(); searchBox.focus(); }
   });
   searchBox.addEventListener('input', function () { search(searchBox.value); });
-  metricSelect.addEventListener('change', function () { open(current, { keepDetails: true }); });
+  metricSelect.addEventListener('change', function () { open(current, { keepDetails: true, expanded: expanded }); });
+  expandButton.addEventListener('click', toggleExpanded);
   document.getElementById('fit').addEventListener('click', fitView);
   document.getElementById('up').addEventListener('click', up);
   document.getElementById('table-button').addEventListener('click', function () { showTable(table.hidden); });
   document.getElementById('table-close').addEventListener('click', function () { showTable(false); });
   window.addEventListener('resize', function () { if (panZoom) { panZoom.resize(); } });
 
+  // The address names the level shown (#transformer.h.0), and '&expanded' after it the
+  // expanded view: a path is written with encodeURIComponent, which escapes '&'.
   var start = ROOT;
+  var startExpanded = false;
   if (location.hash.length > 1) {
-    var wanted = levelByPath.get(decodeURIComponent(location.hash.slice(1)));
+    var hash = location.hash.slice(1);
+    startExpanded = hash.slice(-EXPANDED_HASH.length) === EXPANDED_HASH;
+    if (startExpanded) hash = hash.slice(0, -EXPANDED_HASH.length);
+    var wanted = levelByPath.get(decodeURIComponent(hash));
     if (wanted !== undefined) start = wanted;
   }
-  open(start);
+  open(start, { expanded: startExpanded });
   document.body.setAttribute('data-ready', 'true');
   // For tests and benchmarks: the page's own entry points.
-  window.explorer = { open: open, up: up, search: search, reveal: reveal, levelByPath: levelByPath };
+  window.explorer = {
+    open: open, up: up, search: search, reveal: reveal, levelByPath: levelByPath, toggleExpanded: toggleExpanded,
+  };
 })();
