@@ -21,13 +21,14 @@ drawn, one run each, the clock running from the output tensor to the SVG file:
 
 The picture's size is the SVG root's width and height: Graphviz writes them in
 points, and at 72 dpi a point is a pixel. Flags: ``over budget`` when our drawing
-took longer than the layout budget, ``at cap`` when a side reaches 32,767 px (the
-largest side Graphviz draws), ``fixed`` when ``dot`` ran past the budget and the
-fixed layout was drawn instead. ``torchviz/ours`` is torchviz's time over ours
-(above 1: ours is faster). torchviz asks Graphviz for a square ``size`` of 0.15
-inch per line of its DOT (12 inches at least), so a long graph is shrunk to fit:
-the size then says the scale it was drawn at (``at 0.40``: its labels 40 % of
-their size).
+took longer than the layout budget; ``≥ 32,767 px`` when a side reaches the largest
+side Graphviz draws a bitmap to (a PNG of it is scaled down to fit); ``fixed layout``
+when ``dot`` would take (or took) longer than the budget and the fixed layout was
+drawn instead; ``slower than torchviz``. ``torchviz/ours`` is torchviz's time over
+ours (above 1: ours is faster). torchviz asks Graphviz for a square ``size`` of 0.15
+inch per line of its DOT (12 inches at least), so a wide graph can be shrunk to fit:
+the size then says the scale it was drawn at (``at 0.40``: its labels 40 % of their
+size).
 
 Models, all with random weights and nothing downloaded: BERT-12 (``BertConfig()``),
 ResNet-50, DenseNet-121 and MobileNetV3-small (:mod:`benchmarks.models`), GPT-2
@@ -43,7 +44,6 @@ import argparse
 import contextlib
 import gc
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -310,7 +310,7 @@ def flags(row: Row, budget: float) -> str:
         if drawing.seconds > budget:
             found.append(f"{label} over budget")
         if drawing.at_cap:
-            found.append(f"{label} at cap")
+            found.append(f"{label} ≥ {SIDE_CAP_PX:,} px")
         if drawing.fixed:
             found.append(f"{label} fixed layout")
     ours, theirs = row.ours, row.torchviz
