@@ -1,4 +1,4 @@
-"""The two vision models of the benchmark, built without needing torchvision.
+"""The vision models of the benchmarks, built without needing torchvision.
 
 torchvision is used when it imports and works: ``resnet50(weights=None)`` and
 ``densenet121(weights=None)``. A torchvision wheel built for another torch can
@@ -26,6 +26,16 @@ Every dense layer concatenates all earlier feature maps of its block with
 torchvision: 58 layers and 4 blocks, so the graph has 62 ``CatBackward0`` nodes,
 and the input of the 24-layer block feeds 25 of them. On one 224x224 image the
 walk finds 1,282 nodes and 1,816 edges.
+
+MobileNetV3-small is :class:`MobileNetV3Small` below, written from torchvision's
+``mobilenet_v3_small`` (Howard et al., "Searching for MobileNetV3", table 2): a
+3x3/2 convolution to 16 channels with hardswish; eleven inverted residual blocks
+(a 1x1 expansion unless the block keeps its width, a depthwise kxk convolution,
+squeeze-excitation with a hardsigmoid gate in eight of them, a 1x1 projection,
+and a residual sum where stride and width allow); a 1x1 convolution to 576
+channels, global average pool, and a classifier 576 -> 1024 (hardswish, dropout)
+-> 1000. Batch norms use torchvision's eps=0.001. It has 2,542,856 parameters, as
+torchvision's has, and the same parameter names.
 """
 
 from __future__ import annotations
@@ -69,24 +79,45 @@ def densenet121_source() -> str:
 
 def resnet50() -> tuple[Any, dict]:
     """ResNet-50 on one random 224x224 image: (output, named parameters)."""
-    torch.manual_seed(0)
-    models = working_torchvision()
-    image = torch.randn(IMAGE_SHAPE)
-    if models is not None:
-        model = models.resnet50(weights=None)
-        return model(image), dict(model.named_parameters())
-    from transformers import ResNetConfig, ResNetModel
-
-    model = ResNetModel(ResNetConfig())
-    return model(image).pooler_output, dict(model.named_parameters())
+    model, image, field = resnet50_model()
+    output = model(image)
+    return (getattr(output, field) if field else output), dict(model.named_parameters())
 
 
 def densenet121() -> tuple[Any, dict]:
     """DenseNet-121 on one random 224x224 image: (logits, named parameters)."""
+    model, image = densenet121_model()
+    return model(image), dict(model.named_parameters())
+
+
+def resnet50_model() -> tuple[nn.Module, torch.Tensor, str]:
+    """ResNet-50 as :func:`resnet50` builds it, not yet run: (model, image, output attribute).
+
+    The output attribute is '' when ``model(image)`` is the output tensor itself,
+    else the field of the model's output to draw (``pooler_output``).
+    """
+    torch.manual_seed(0)
+    models = working_torchvision()
+    image = torch.randn(IMAGE_SHAPE)
+    if models is not None:
+        return models.resnet50(weights=None), image, ""
+    from transformers import ResNetConfig, ResNetModel
+
+    return ResNetModel(ResNetConfig()), image, "pooler_output"
+
+
+def densenet121_model() -> tuple[nn.Module, torch.Tensor]:
+    """DenseNet-121 as :func:`densenet121` builds it, not yet run: (model, image)."""
     torch.manual_seed(0)
     models = working_torchvision()
     model = models.densenet121(weights=None) if models is not None else DenseNet121()
-    return model(torch.randn(IMAGE_SHAPE)), dict(model.named_parameters())
+    return model, torch.randn(IMAGE_SHAPE)
+
+
+def mobilenet_v3_small_model() -> tuple[nn.Module, torch.Tensor]:
+    """MobileNetV3-small (:class:`MobileNetV3Small`) and one random 224x224 image."""
+    torch.manual_seed(0)
+    return MobileNetV3Small(), torch.randn(IMAGE_SHAPE)
 
 
 class DenseLayer(nn.Module):
@@ -170,4 +201,115 @@ class DenseNet121(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.features(x), inplace=True)
         x = F.adaptive_avg_pool2d(x, (1, 1))
+        return self.classifier(torch.flatten(x, 1))
+
+
+# MobileNetV3-small, torchvision's table: (kernel, expanded width, output width,
+# squeeze-excitation, activation, stride) per inverted residual block; input 16 wide.
+MOBILENET_V3_SMALL_BLOCKS = (
+    (3, 16, 16, True, "RE", 2),
+    (3, 72, 24, False, "RE", 2),
+    (3, 88, 24, False, "RE", 1),
+    (5, 96, 40, True, "HS", 2),
+    (5, 240, 40, True, "HS", 1),
+    (5, 240, 40, True, "HS", 1),
+    (5, 120, 48, True, "HS", 1),
+    (5, 144, 48, True, "HS", 1),
+    (5, 288, 96, True, "HS", 2),
+    (5, 576, 96, True, "HS", 1),
+    (5, 576, 96, True, "HS", 1),
+)
+MOBILENET_V3_SMALL_LAST_CONV = 576
+MOBILENET_V3_SMALL_HIDDEN = 1024
+MOBILENET_BN_EPS = 0.001
+
+
+def make_divisible(value: float, divisor: int = 8) -> int:
+    """``value`` rounded to a multiple of ``divisor``, never down by more than 10 %, as torchvision rounds widths."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+class ConvNormActivation(nn.Sequential):
+    """Convolution without bias, batch norm, then ``activation`` (none when None)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int = 1, groups: int = 1,
+                 activation: Optional[type] = None) -> None:
+        layers: List[nn.Module] = [
+            nn.Conv2d(in_channels, out_channels, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(out_channels, eps=MOBILENET_BN_EPS, momentum=0.01),
+        ]
+        if activation is not None:
+            layers.append(activation(inplace=True))
+        super().__init__(*layers)
+
+
+class SqueezeExcitation(nn.Module):
+    """Global average pool, 1x1 down to ``squeeze`` and ReLU, 1x1 back up, hardsigmoid: a gate per channel."""
+
+    def __init__(self, channels: int, squeeze: int) -> None:
+        super().__init__()
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+        self.activation = nn.ReLU()
+        self.scale_activation = nn.Hardsigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = self.scale_activation(self.fc2(self.activation(self.fc1(self.avgpool(x)))))
+        return scale * x
+
+
+class InvertedResidual(nn.Module):
+    """1x1 expansion, depthwise kxk, optional squeeze-excitation, 1x1 projection; plus the input when shapes allow."""
+
+    def __init__(self, in_channels: int, kernel: int, expanded: int, out_channels: int, use_se: bool,
+                 activation: str, stride: int) -> None:
+        super().__init__()
+        act = nn.Hardswish if activation == "HS" else nn.ReLU
+        self.use_res_connect = stride == 1 and in_channels == out_channels
+        layers: List[nn.Module] = []
+        if expanded != in_channels:
+            layers.append(ConvNormActivation(in_channels, expanded, 1, activation=act))
+        layers.append(ConvNormActivation(expanded, expanded, kernel, stride, groups=expanded, activation=act))
+        if use_se:
+            layers.append(SqueezeExcitation(expanded, make_divisible(expanded // 4)))
+        layers.append(ConvNormActivation(expanded, out_channels, 1))
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.block(x)
+        return y + x if self.use_res_connect else y
+
+
+class MobileNetV3Small(nn.Module):
+    """MobileNetV3-small for 1000 classes, with torchvision's module and parameter names.
+
+    >>> model = MobileNetV3Small()
+    >>> sum(p.numel() for p in model.parameters())
+    2542856
+    >>> model(torch.randn(1, 3, 64, 64)).shape
+    torch.Size([1, 1000])
+    """
+
+    def __init__(self, classes: int = 1000, dropout: float = 0.2) -> None:
+        super().__init__()
+        stem = 16
+        layers: List[nn.Module] = [ConvNormActivation(3, stem, 3, stride=2, activation=nn.Hardswish)]
+        channels = stem
+        for kernel, expanded, out_channels, use_se, activation, stride in MOBILENET_V3_SMALL_BLOCKS:
+            layers.append(InvertedResidual(channels, kernel, expanded, out_channels, use_se, activation, stride))
+            channels = out_channels
+        layers.append(ConvNormActivation(channels, MOBILENET_V3_SMALL_LAST_CONV, 1, activation=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(
+            nn.Linear(MOBILENET_V3_SMALL_LAST_CONV, MOBILENET_V3_SMALL_HIDDEN),
+            nn.Hardswish(inplace=True),
+            nn.Dropout(p=dropout, inplace=True),
+            nn.Linear(MOBILENET_V3_SMALL_HIDDEN, classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.avgpool(self.features(x))
         return self.classifier(torch.flatten(x, 1))

@@ -49,11 +49,13 @@ from .graph import (
 from .stacking import stacking_edges
 from .style import (
     CLUSTER_ATTRS,
+    CLUSTERED_GRAPH_ATTRS,
     EDGE_LABEL_ATTRS,
     EDGE_STYLES,
     GRAPH_ATTRS,
     LEGEND_TEXT,
     NODE_DEFAULTS,
+    STACKING_EDGE_ATTRS,
     resolve_theme,
 )
 from .options import DrawOptions, draw_options
@@ -363,7 +365,8 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     return lines
 
 
-CLUSTERED_GRAPH_LINE = "\tgraph [newrank=true]\n"
+CLUSTERED_GRAPH_LINE = f"\tgraph [{attr_list(CLUSTERED_GRAPH_ATTRS)}]\n"
+STACKING_EDGE_END = f" [{attr_list(STACKING_EDGE_ATTRS)}]\n"
 
 
 def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
@@ -426,7 +429,7 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
     ids = columns.ids
     assert ids is not None
     lines.extend(
-        f"\t{ids[upper]} -> {ids[source]} [style=invis]\n"
+        f"\t{ids[upper]} -> {ids[source]}{STACKING_EDGE_END}"
         for upper, source in stacking_edges(columns.links, box_of, lambda path: listed(path.rpartition(".")[0]))
     )
     return lines
