@@ -62,8 +62,9 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def dot_whole_graph(outputs: Any, recorder: Any, timeout: float) -> Optional[float]:
-    """Seconds ``dot -Tsvg`` takes on the whole graph (clusters as make_dot draws them); None past the timeout."""
-    source = to_dot(walk(outputs, recorder=recorder), show_shapes=False)
+    """Seconds ``dot -Tsvg`` takes on the whole graph, every block drawn (clusters as make_dot
+    draws them); None past the timeout."""
+    source = to_dot(walk(outputs, recorder=recorder), show_shapes=False, fold_repeated=False)
     started = time.perf_counter()
     try:
         subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=source.encode(), timeout=timeout, check=True,
