@@ -25,7 +25,6 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, cast
 
-from .collapse import collapse, fold_to_representative
 from .describe import describe, module_label_lines, shape_text, tensor_headline
 from .graph import (
     ACCUMULATE_GRAD,
@@ -57,6 +56,7 @@ from .style import (
     resolve_theme,
 )
 from .options import DrawOptions, draw_options
+from .page import COMPACT_RANKSEP, fit_to_page, picture_notes
 from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 DEFAULT_DTYPE = "float32"
@@ -210,15 +210,16 @@ def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **change
     """DOT source for ``graph``, drawn with ``options`` (a :class:`DrawOptions`) or the
     keyword options of ``make_dot`` (``show_attrs``, ``direction``, ``depth``...); the
     same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``, runs of identical
-    blocks folded to one unless ``fold_repeated=False``."""
+    blocks folded to one unless ``fold_repeated=False``, and a recorded graph too big
+    for a page drawn as the largest module summary that fits, with a note (see
+    :func:`graphviz_autograd.page.fit_to_page`)."""
     options = draw_options(options, **changes)
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, options.depth)
-    if options.depth is not None:
-        graph = collapse(graph, options.depth, options.fold_repeated)
+    fitted = fit_to_page(graph, options)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
-    return "".join(body_lines(graph, options, _join_every=_JOIN_EVERY, _braces=True))
+    return "".join(
+        body_lines(fitted.graph, options.replace(compact=fitted.compact), notes=picture_notes(fitted), _join_every=_JOIN_EVERY, _braces=True)
+    )
 
 
 def digraph(lines: list[str]) -> str:
@@ -271,7 +272,7 @@ def body_lines(
     )
 
     out = ["digraph {\n"] if _braces else []  # to_dot's whole graph
-    out += _header_lines(options.direction)
+    out += _header_lines(options.direction, options.compact)
     raw = writer.raw_columns
     tail = []
     if options.legend:
@@ -309,9 +310,12 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _header_lines(direction: str) -> tuple[str, str]:
-    """The graph's and the nodes' default attributes: the same for every graph drawn in ``direction``."""
+def _header_lines(direction: str, compact: bool = False) -> tuple[str, str]:
+    """The graph's and the nodes' default attributes: the same for every graph drawn in
+    ``direction``, but for the closer gap between ranks of a ``compact`` one."""
     graph_attrs = dict(GRAPH_ATTRS, rankdir=direction)
+    if compact:
+        graph_attrs["ranksep"] = f"{COMPACT_RANKSEP:g}"
     return f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"
 
 
