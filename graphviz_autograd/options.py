@@ -40,7 +40,7 @@ def check_depth_option(depth: object) -> DepthOption:
     ('full', 2)
     """
     if depth is None or depth in (FIT, FULL):
-        return depth  # type: ignore[return-value]
+        return depth
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise OptionError(
             f"depth must be a whole number of 0 or more (0 = one box per top-level module), 'fit' (the "

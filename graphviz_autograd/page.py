@@ -173,10 +173,10 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     None) keeps every node, and ``"fit"`` (the default) keeps every node when the
     folded graph fits a page (see the module's docstring), else draws the deepest
     module summary that does, with a note saying so and how to see the rest. A
-    graph without module info cannot be summarised and is drawn whole. When no
-    summary fits, the smallest (one box per top-level module) is drawn. A drawing
-    too long for a page at Graphviz's gap between ranks gets a closer one
-    (``compact``).
+    graph without module info cannot be summarised and is drawn whole, as it was
+    always drawn. When no summary fits, the smallest (one box per top-level
+    module) is drawn. A recorded drawing too long for a page at Graphviz's gap
+    between ranks gets a closer one (``compact``).
 
     The whole graph is folded with no depth, and a summary at depth N is the one
     ``depth=N`` draws: folded to that depth, then collapsed.
@@ -201,6 +201,8 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     if asked is not None:
         graph = collapse(graph, asked, options.fold_repeated)
     submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
+    if not graph.modules:  # drawn as torchviz draws it, byte for byte; its nodes never built
+        return Fitted(graph, asked, options.compact, "")
     if depth != FIT or not submodules:
         return Fitted(graph, asked, _compact(graph, options), "")
     drawn = _as_drawn(graph, options)

@@ -378,7 +378,7 @@ def test_densenet_is_laid_out_by_dot_within_the_budget():
 @pytest.mark.parametrize("direction", ["TB", "LR"])
 def test_every_dot_caps_the_network_simplex(direction):
     for graph in (dense_block_graph(6), chain_graph(3)):
-        assert re.search(rf"\tgraph \[nslimit=3 rankdir={direction}( ranksep=0.2)?\]\n", to_dot(graph, direction=direction))
+        assert f"\tgraph [nslimit=3 rankdir={direction}]\n" in to_dot(graph, direction=direction)
     fixed = make_dot(dense_block_graph(6), layout="fixed").source
     assert "\tgraph [nslimit=3 rankdir=TB]\n" in fixed  # harmless there: neato -n2 lays nothing out
 
