@@ -30,14 +30,14 @@ from typing import Any, Optional, Sequence, Union
 import graphviz
 
 from .budget import draw_within_budget
-from .collapse import collapse, fold_to_representative
 from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .errors import OptionError
 from .graph import AutogradGraph
 from .layout import LaidOut, lay_out
 from .naming import Params
 from .notebook import AutogradDigraph
-from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, LayoutName
+from .options import DEFAULT_LAYOUT_BUDGET, FIT, DepthOption, DrawOptions, LayoutName
+from .page import fit_to_page, picture_notes
 from .record import Recorder
 from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, check_writable, format_for_path, render_source, write_atomic
 from .style import Direction, Theme
@@ -60,7 +60,7 @@ def make_dot(
     legend: bool = False,
     recorder: Optional[Recorder] = None,
     clusters: bool = True,
-    depth: Optional[int] = None,
+    depth: DepthOption = FIT,
     fold_repeated: bool = True,
     show_shapes: bool = False,
     diagnose: Union[bool, Sequence[Finding]] = False,
@@ -83,10 +83,16 @@ def make_dot(
     (its model then names the parameters when ``params`` is not given).
 
     For a graph of a recorded forward pass (one with module info): ``clusters``
-    draws each module as a box around its nodes, ``depth`` draws each module that
-    many levels below the model as a single node (see
+    draws each module as a box around its nodes, ``depth=N`` draws each module
+    that many levels below the model as a single node (see
     :func:`~graphviz_autograd.collapse.collapse`; 0 = one per top-level module),
     ``fold_repeated`` folds runs of identical blocks into one (``GPT2Block ×12``).
+    The default, ``depth="fit"``, draws every node of a graph that fits a page
+    (runs of blocks folded) and otherwise the deepest module summary that does,
+    with a note in the picture and on stderr saying how to see the rest;
+    ``depth="full"`` (or None) draws every node (see
+    :func:`~graphviz_autograd.page.fit_to_page`). A graph without module info
+    is always drawn whole, as ``torchviz`` draws it.
     ``show_shapes`` writes the tensor shape on each data edge.
 
     ``diagnose=True`` runs :func:`~graphviz_autograd.check` on the graph (with
@@ -138,11 +144,13 @@ def make_dot(
     if grad_colors is not None:
         overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
     node_styles, notes = merge_styles(*overlays)
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, options.depth)
-    if options.depth is not None:
-        graph = collapse(graph, options.depth, options.fold_repeated)
+    fitted = fit_to_page(graph, options)
+    graph = fitted.graph
+    if fitted.depth is not None:
         node_styles = {}  # the walked graph's ids: gone into boxes
+    notes = [*notes, *picture_notes(fitted)]
+    options = options.replace(compact=fitted.compact)
+    _say(fitted.note)
     laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
     _say(laid_out.note)
     # Keeps the graph (plain data, no tensor) to draw it again with the fixed layout

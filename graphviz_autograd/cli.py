@@ -24,7 +24,7 @@ import click
 
 from . import __version__
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .options import DEFAULT_LAYOUT_BUDGET, LAYOUTS
+from .options import DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
 from .style import DIRECTIONS, ERROR, SEVERITIES
 
@@ -44,6 +44,28 @@ STDOUT_FORMATS = ("dot", "svg", JSON)  # text formats; PDF and PNG would garble 
 DEFAULT_FORMAT = "pdf"
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class _DepthType(click.ParamType):
+    """--depth: a whole number of 0 or more, 'fit' or 'full'."""
+
+    name = "depth"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> DepthOption:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif str(value).strip().lower() in (FIT, FULL):
+            return str(value).strip().lower()  # type: ignore[return-value]
+        elif str(value).strip().isdigit():
+            number = int(str(value).strip())
+        else:
+            self.fail(
+                f"{value!r} is not a depth; give a whole number of 0 or more (0: one box per top-level "
+                f"module), 'fit' (the default) or 'full' (every node).",
+                param,
+                ctx,
+            )
+        return number
 
 
 def _model_run_options(command: Callable) -> Callable:
@@ -137,11 +159,15 @@ def main() -> None:
 )
 @click.option(
     "--depth",
-    type=int,
-    metavar="N",
-    help="Draw each module N levels below the model as one box (0: one per top-level module).",
+    type=_DepthType(),
+    default=FIT,
+    show_default=True,
+    metavar="N|fit|full",
+    help="N: draw each module N levels below the model as one box (0: one per top-level module). "
+    "full: every node. fit: every node when the graph fits a page, else the deepest module summary "
+    "that does, with a note.",
 )
-@click.option("--no-fold", is_flag=True, help="With --depth, keep repeated blocks (h.0 ... h.11) as separate boxes.")
+@click.option("--no-fold", is_flag=True, help="Keep repeated blocks (h.0 ... h.11) as separate copies, not one.")
 @click.option("--no-clusters", is_flag=True, help="Do not draw modules as boxes around their nodes.")
 @click.option("--shapes", is_flag=True, help="Write the tensor shape on each edge.")
 @click.option(
@@ -175,7 +201,7 @@ def render(
     diagnose: bool,
     layout: str,
     layout_budget: float,
-    depth: Optional[int],
+    depth: DepthOption,
     no_fold: bool,
     no_clusters: bool,
     shapes: bool,
@@ -453,14 +479,13 @@ def _draw(
     recorder: Optional[Recorder],
     diagnose: bool = False,
 ) -> tuple[str, str, Optional[Callable[[], str]]]:
-    """Walk the outputs; return JSON or DOT text (collapsed to ``options.depth`` when
-    given), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
+    """Walk the outputs; return JSON or DOT text (folded and collapsed as
+    ``options.depth`` says, see ``page.fit_to_page``), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
     in the fixed layout, to draw when ``dot`` runs past its budget (else None)."""
     from .api import lay_out
-    from .collapse import collapse, fold_to_representative
     from .diagnose import finding_styles
     from .dot import digraph
-    from .layout import collapse_to_fit
+    from .page import fit_to_page, picture_notes
     from .walk import walk
 
     progress("walking the autograd graph...")
@@ -485,19 +510,16 @@ def _draw(
         return graph.to_json(), "dot", None
     if fmt == "dot" and options.layout == "auto":
         options = options.replace(layout="dot")  # a DOT file is not laid out here: nothing to decide
-    depth = options.depth
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, depth)
-    if depth is None and options.layout == "auto":
-        fitted = collapse_to_fit(graph, fold_repeated=options.fold_repeated)
-        if fitted.note:  # a decision made for the user: shown even with --quiet
-            click.echo(f"note: {fitted.note}", err=True)
-        graph, depth = fitted.graph, fitted.depth
-    elif depth is not None:
-        graph = collapse(graph, depth, options.fold_repeated)
-        progress(f"collapsed to depth {depth}: {len(graph.nodes)} nodes")
-    if depth is not None:
+    fitted = fit_to_page(graph, options)
+    if fitted.note:  # a decision made for the user: shown even with --quiet
+        click.echo(f"note: {fitted.note}", err=True)
+    elif fitted.depth is not None:
+        progress(f"collapsed to depth {fitted.depth}: {len(fitted.graph.nodes)} nodes")
+    graph = fitted.graph
+    if fitted.depth is not None:
         node_styles = None  # the walked graph's ids: gone into boxes
+    notes = [*notes, *picture_notes(fitted)]
+    options = options.replace(compact=fitted.compact)
     laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
         click.echo(f"note: {laid_out.note}", err=True)

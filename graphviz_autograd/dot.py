@@ -25,7 +25,6 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
-from .collapse import collapse, fold_to_representative
 from .describe import describe, module_label_lines, shape_text, tensor_headline
 from .graph import (
     ACCUMULATE_GRAD,
@@ -59,6 +58,7 @@ from .style import (
     resolve_theme,
 )
 from .options import DrawOptions, draw_options
+from .page import COMPACT_RANKSEP, fit_to_page, picture_notes
 from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 DEFAULT_DTYPE = "float32"
@@ -212,16 +212,18 @@ def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **change
     """DOT source for ``graph``, drawn with ``options`` (a :class:`DrawOptions`) or the
     keyword options of ``make_dot`` (``show_attrs``, ``direction``, ``depth``...); the
     same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``, runs of identical
-    blocks folded to one unless ``fold_repeated=False``."""
+    blocks folded to one unless ``fold_repeated=False``, and a recorded graph too big
+    for a page drawn as the largest module summary that fits, with a note (see
+    :func:`graphviz_autograd.page.fit_to_page`)."""
     options = draw_options(options, **changes)
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, options.depth)
-    if options.depth is not None:
-        graph = collapse(graph, options.depth, options.fold_repeated)
+    fitted = fit_to_page(graph, options)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
     text = ""
-    for piece in _body_pieces(graph, options, _JOIN_EVERY, True):
+    pieces = _body_pieces(
+        fitted.graph, options.replace(compact=fitted.compact), _JOIN_EVERY, True, notes=picture_notes(fitted)
+    )
+    for piece in pieces:
         # Grown in place: CPython extends a str that nothing else refers to, so the
         # whole text and all its pieces are never held at once (a million-op chain's
         # DOT is 460 MB; a join of its pieces would hold twice that).
@@ -291,7 +293,7 @@ def _body_pieces(
 
     if braces:  # to_dot's whole graph
         yield "digraph {\n"
-    yield from _header_lines(options.direction)
+    yield from _header_lines(options.direction, options.compact)
     raw = writer.raw_columns
     tail = []
     if options.legend:
@@ -305,7 +307,7 @@ def _body_pieces(
     in_runs = run_length > 0
     columns = writer.columns
     if clusters and graph.modules:
-        yield from _cluster_lines(columns, graph.modules, writer)
+        yield from _cluster_lines(columns, graph.modules, writer, options.compact)
     elif in_runs:
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
@@ -328,9 +330,12 @@ def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _header_lines(direction: str) -> tuple[str, str]:
-    """The graph's and the nodes' default attributes: the same for every graph drawn in ``direction``."""
+def _header_lines(direction: str, compact: bool = False) -> tuple[str, str]:
+    """The graph's and the nodes' default attributes: the same for every graph drawn in
+    ``direction``, but for the closer gap between ranks of a ``compact`` one."""
     graph_attrs = dict(GRAPH_ATTRS, rankdir=direction)
+    if compact:
+        graph_attrs["ranksep"] = f"{COMPACT_RANKSEP:g}"
     return f"\tgraph [{attr_list(graph_attrs)}]\n", f"\tnode [{attr_list(NODE_DEFAULTS)}]\n"
 
 
@@ -366,10 +371,14 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
 
 
 CLUSTERED_GRAPH_LINE = f"\tgraph [{attr_list(CLUSTERED_GRAPH_ATTRS)}]\n"
+# A compact drawing (too tall for a page) keeps its closer ranks with boxes on too.
+COMPACT_CLUSTERED_GRAPH_LINE = f"\tgraph [{attr_list(dict(CLUSTERED_GRAPH_ATTRS, ranksep=f'{COMPACT_RANKSEP:g}'))}]\n"
 STACKING_EDGE_END = f" [{attr_list(STACKING_EDGE_ATTRS)}]\n"
 
 
-def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
+def _cluster_lines(
+    columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer", compact: bool = False
+) -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
     A node sits in the cluster of its ``module`` (or of the nearest listed module
@@ -407,7 +416,7 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
     # One ranking of the whole graph, not one per cluster: with the invisible edges
     # of stacking_edges, each box then spans the ranks of its own ops and the
     # boxes of a model stack in one column (see graphviz_autograd.stacking).
-    lines = [CLUSTERED_GRAPH_LINE]
+    lines = [COMPACT_CLUSTERED_GRAPH_LINE if compact else CLUSTERED_GRAPH_LINE]
     lines.extend(writer.node_lines(by_module.get("", ())))
     # Every cluster has the same attributes but its title: sorted and quoted once.
     before_title, after_title = _around_label(CLUSTER_ATTRS)

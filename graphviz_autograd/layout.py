@@ -5,8 +5,8 @@ statements it writes are quoted by :mod:`graphviz_autograd.dot`). The graph it
 lays out is the one drawn (:mod:`graphviz_autograd.views`): a parameter used
 many times is drawn once per use, which keeps ``dot`` fast on unrolled loops.
 
-- :func:`estimate_layout_seconds` guesses how long ``dot`` will take, and
-  :func:`choose_layout` is the one place that decides, from that guess and a
+- :func:`choose_layout` is the one place that decides, from how long ``dot``
+  would take (:func:`graphviz_autograd.page.estimate_layout_seconds`) and a
   budget, how a graph is laid out.
 - :func:`layered_positions` is a cheap layered layout for graphs too big for
   ``dot`` (ranks by longest path, a few barycenter sweeps, then coordinates);
@@ -25,111 +25,23 @@ import math
 from bisect import bisect_left
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .collapse import collapse
 from .errors import OptionError
 from .graph import (
-    ACCUMULATE_GRAD,
-    NO_GRAD,
     NODE_KINDS,
-    OP,
-    SAVED,
     SAVED_BY,
     AutogradGraph,
-    Node,
 )
 from .dot import attr_list, body_lines
 from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
+from .page import estimate_layout_seconds, node_size
 from .stacking import longest_path_ranks
-from .style import GRAPH_ATTRS, check_direction
+from .style import check_direction
 from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
-
-# Seconds per iteration of dot's network simplex, per node of the graph it works on,
-# and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
-SIMPLEX_SECONDS = 3e-8
-ORDERING_SECONDS = 5e-10
-# Seconds (estimated from size alone) past which estimate_layout_seconds does not
-# count ranks: at some 200,000 nodes that costs a few tenths of a second, and the
-# answer is the fixed layout either way.
-UNCOUNTED_RANKS_ABOVE = 3600.0
 
 Position = Tuple[float, float]
 
 
-# --- how long dot would take, and what to do about it ----------------------------------
-
-
-def estimate_layout_seconds(graph: AutogradGraph) -> float:
-    """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG.
-
-    ``dot`` puts a virtual node on every rank an edge crosses beyond its first, so
-    long edges, not the node count alone, decide its time: DenseNet-121's 1,282
-    nodes get 26,852 virtual ones (each feature map feeds every later
-    ``torch.cat`` of its block), GPT-2's 1,113 get 1,302. Two steps grow with them.
-    The network simplex placing nodes across the page works on ``size = nodes +
-    edges + 2 * virtual`` nodes, for about ``size / 2`` iterations of a cost in
-    proportion to ``size``, and stops at 3 iterations per node (``nslimit``, see
-    ``style.GRAPH_ATTRS``). Ordering nodes within ranks and routing edges grow with
-    how crowded the ranks are, ``crowding`` being the sum over ranks of the square
-    of their width, virtual nodes included (see :func:`rank_widths`)::
-
-        seconds = 0.05 + 3e-8 * size * min(size / 2, 3 * nodes) + 5e-10 * crowding ** 1.5
-
-    Fitted to ``dot -Tsvg`` on 2 cores (chains of 2,000 to 10,000 nodes, GPT-2 with
-    12 and 48 layers, BERT, ResNet-50, DenseNet-121, LSTMs unrolled 8 to 30 steps,
-    split and whole, dense blocks of 12 to 48 layers), the guess is within a factor
-    of 1.5 of each, from 0.06 to 164 s: enough to tell a graph that takes seconds
-    from one that takes minutes, nothing finer. Ranks are counted in Python, so past
-    an hour on size alone (some 200,000 nodes) they are not, and the estimate is
-    that lower bound.
-
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
-    >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
-    True
-    """
-    ids, contents, links = graph.columns(fill_ids=False)  # a walked graph's ids are not needed: n0, n1, ...
-    count = len(contents) if ids is None else len(ids)  # an edge to an id that names no node gets a node of its own
-    size = count + len(links)
-    max_iterations = float(GRAPH_ATTRS.get("nslimit", "inf")) * count
-    seconds = _placing_seconds(size, max_iterations)
-    if seconds >= UNCOUNTED_RANKS_ABOVE:
-        return seconds
-    widths = rank_widths(count, links)
-    virtual = sum(widths) - count
-    crowding = sum(width * width for width in widths)
-    return _placing_seconds(size + 2 * virtual, max_iterations) + ORDERING_SECONDS * crowding**1.5
-
-
-def _placing_seconds(size: int, max_iterations: float) -> float:
-    return 0.05 + SIMPLEX_SECONDS * size * min(size / 2, max_iterations)
-
-
-def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[int]:
-    """How many nodes ``dot`` puts on each rank, the virtual nodes of long edges included.
-
-    ``links`` are edges as ``(source, target, ...)`` by node index, source above
-    target. Ranks are counted from the bottom, each node one above the highest of
-    the nodes it feeds (the longest path to a node that feeds nothing), as ``dot``
-    ranks a graph drawn top to bottom; an edge then has a virtual node on each
-    rank it crosses between its ends.
-
-    >>> rank_widths(3, [(2, 1, ()), (1, 0, ()), (2, 0, ())])  # 2 -> 0 crosses the rank of 1
-    [1, 2, 1]
-    """
-    pairs = [(link[0], link[1]) for link in links if link[0] != link[1]]
-    rank = longest_path_ranks(count, pairs)
-    widths = [0] * (max(rank, default=-1) + 1)
-    for r in rank:
-        widths[r] += 1
-    crossing = [0] * len(widths)  # +1 on the first rank an edge crosses, -1 on the rank of its source
-    for source, target in pairs:
-        if rank[source] - rank[target] > 1:
-            crossing[rank[target] + 1] += 1
-            crossing[rank[source]] -= 1
-    passing = 0
-    for r in range(len(widths)):
-        passing += crossing[r]
-        widths[r] += passing
-    return widths
+# --- dot or the fixed layout -----------------------------------------------------------
 
 
 def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET) -> Tuple[str, str]:
@@ -160,52 +72,9 @@ def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DE
     )
 
 
-class Fitted(NamedTuple):
-    """A graph collapsed so that ``dot`` lays it out within budget (``depth`` None: as it was)."""
-
-    graph: AutogradGraph
-    depth: Optional[int]
-    note: str
-
-
-def collapse_to_fit(
-    graph: AutogradGraph, budget: float = DEFAULT_LAYOUT_BUDGET, *, fold_repeated: bool = True
-) -> Fitted:
-    """``graph``, collapsed by module depth (deepest first) until ``dot`` fits ``budget`` seconds.
-
-    Only a recorded graph (one with module info) can be collapsed; a graph that fits
-    already, or that no depth makes fit, comes back as it was (and
-    :func:`choose_layout` then falls back to the fixed layout). ``note`` says what
-    was done, for the caller to show.
-
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
-    >>> collapse_to_fit(AutogradGraph((Node("n0", "op"),), ())).depth is None
-    True
-    """
-    estimate = estimate_layout_seconds(split_shared_leaves(graph))
-    submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
-    if estimate <= budget or not submodules:
-        return Fitted(graph, None, "")
-    deepest = max(path.count(".") for path in submodules)
-    for depth in range(deepest, -1, -1):
-        collapsed = collapse(graph, depth, fold_repeated)
-        if estimate_layout_seconds(split_shared_leaves(collapsed)) <= budget:
-            return Fitted(
-                collapsed,
-                depth,
-                f"Graphviz dot would take about {estimate:,.0f} s to lay out all {len(graph.nodes):,} nodes "
-                f"(budget {budget:g} s); drawing modules below depth {depth} as boxes instead "
-                f"({len(collapsed.nodes):,} nodes; --depth N or --layout dot to choose).",
-            )
-    return Fitted(graph, None, "")
-
-
 # --- our own layered layout ------------------------------------------------------------
 
-# Sizes in points (1/72 inch), as Graphviz measures them; the font is 10 pt monospace.
-CHAR_WIDTH = 6.2
-LINE_HEIGHT = 13.0
-NODE_PADDING = 16.0
+# Sizes in points (1/72 inch), as Graphviz measures them (see page.node_size).
 NODE_GAP = 14.0
 RANK_GAP = 30.0
 SWEEPS = 4
@@ -256,7 +125,7 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB") -> Dict[str, 
     breadth = [0.0] * count  # size along a rank
     length = [0.0] * count  # size across ranks
     for i, node in enumerate(nodes):
-        width, height = _node_size(node)
+        width, height = node_size(node)
         breadth[i], length[i] = (height, width) if across else (width, height)
     centre = _place_in_ranks(order, pairs, breadth)
 
@@ -492,26 +361,6 @@ def _pack(layer: List[int], wanted: Sequence[Optional[float]], breadth: List[flo
     middle = (centre[layer[0]] - breadth[layer[0]] / 2 + edge) / 2
     for i in layer:
         centre[i] -= middle
-
-
-def _node_size(node: Node) -> Tuple[float, float]:
-    """(width, height) in points, from the lines its label will have."""
-    lines = _label_lines(node)
-    chars = max((len(line) for line in lines), default=0)
-    width = max(chars * CHAR_WIDTH + NODE_PADDING, 54.0)
-    height = max(len(lines) * LINE_HEIGHT + 6.0, 14.4)
-    return width, height
-
-
-def _label_lines(node: Node) -> List[str]:
-    if node.kind == NO_GRAD:
-        return ["no grad"]
-    lines = node.label.split("\n") if node.label else []
-    if node.kind in (OP, ACCUMULATE_GRAD):
-        return lines + [f"{k}: {v}" for k, v in node.attrs]
-    if node.shape is not None or node.kind != SAVED:
-        lines.append("(" + ", ".join(str(s) for s in node.shape or ()) + ")")
-    return lines
 
 
 # --- DOT for the fixed layout --------------------------------------------------------

@@ -9,10 +9,12 @@ as plain data, and shows itself so:
 
 - ``dot`` runs for at most the layout budget, then the fixed layered layout is
   drawn instead (see :mod:`graphviz_autograd.budget`);
-- a drawing over ``INLINE_SVG_LIMIT`` bytes is not shown: a recorded graph is
-  shown as the deepest module summary that fits, with a note in the picture
-  saying how to see the rest; any other graph as a line saying how to draw it
-  to a file.
+- a drawing over ``INLINE_SVG_LIMIT`` bytes (one asked for with
+  ``depth="full"``; by default a recorded graph too big for a page is already a
+  summary) is not shown: a recorded graph is shown as the largest module summary
+  that fits a page, as :func:`graphviz_autograd.page.fit_to_page` decides for
+  every drawing, with a note in the picture saying how to see the rest; any
+  other graph as a line saying how to draw it to a file.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import graphviz
 
 from .budget import draw_within_budget
-from .collapse import collapse
 from .dot import digraph
 from .graph import AutogradGraph
 from .layout import lay_out
-from .options import DrawOptions
+from .options import FIT, DrawOptions
+from .page import fit_to_page, picture_notes
 
 # Bytes of SVG past which a drawing is not put into a notebook: a browser slows down
 # on a page holding tens of thousands of SVG elements, and the notebook file keeps
@@ -135,30 +137,15 @@ class AutogradDigraph(graphviz.Digraph):
         to_file = "graphviz_autograd.render(..., 'graph.svg') or .render() draws all of it to a file"
         if graph is None or not graph.modules:
             return None, f"{too_big}; {to_file}."
-        summary = _summary_to_show(graph)
-        if summary is None:
+        fitted = fit_to_page(graph, self.options.replace(depth=FIT, compact=False))
+        if fitted.depth is None:
             return None, f"{too_big}; {to_file}."
-        depth, small = summary
-        message = f"{too_big}; shown as modules {depth} levels down. make_dot(..., depth=N) for more detail; {to_file}."
-        options = self.options.replace(layout="auto", depth=depth)
-        notes = [([message], {"shape": "note"})]
-        shown = AutogradDigraph(engine="dot", drawn=small, options=options, notes=notes)
-        laid_out = lay_out(small, options, notes=notes)
+        message = f"{too_big}. {fitted.note}"
+        options = self.options.replace(layout="auto", depth=fitted.depth, compact=fitted.compact)
+        notes = picture_notes(fitted._replace(note=message))
+        shown = AutogradDigraph(engine="dot", drawn=fitted.graph, options=options, notes=notes)
+        laid_out = lay_out(fitted.graph, options, notes=notes)
         shown.engine = laid_out.engine
         shown.body = laid_out.lines
         data, _ = shown.draw("svg")
         return data.decode("utf-8"), message
-
-
-def _summary_to_show(graph: AutogradGraph) -> Optional[tuple[int, AutogradGraph]]:
-    """``(depth, summary)``: the deepest module summary small enough to show inline (else
-    the shallowest: one box per top-level module), or None for a graph without submodules."""
-    submodules = [m.path for m in graph.modules if m.path]
-    if not submodules:
-        return None
-    deepest = max(path.count(".") for path in submodules)
-    for depth in range(deepest, -1, -1):
-        small = collapse(graph, depth)
-        if len(small.nodes) * SVG_BYTES_PER_NODE <= INLINE_SVG_LIMIT // 2:
-            break
-    return depth, small

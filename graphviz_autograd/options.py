@@ -17,16 +17,36 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, cast
+from typing import Any, Literal, Optional, Union, cast
 
 from .collapse import check_depth
 from .errors import OptionError
 from .style import Theme, check_direction, resolve_theme
 
 LAYOUTS = ("auto", "dot", "fixed")
+# depth: the largest drawing that fits a page (the default), or every node.
+FIT: Literal["fit"] = "fit"
+FULL: Literal["full"] = "full"
+DepthOption = Union[int, Literal["fit", "full"], None]
 LayoutName = Literal["auto", "dot", "fixed"]
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
 DEFAULT_LAYOUT_BUDGET = 10.0
+
+
+def check_depth_option(depth: object) -> DepthOption:
+    """``depth`` if it is a whole number of 0 or more, ``"fit"``, ``"full"`` or None; OptionError otherwise.
+
+    >>> check_depth_option("full"), check_depth_option(2)
+    ('full', 2)
+    """
+    if depth is None or depth in (FIT, FULL):
+        return depth
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise OptionError(
+            f"depth must be a whole number of 0 or more (0 = one box per top-level module), 'fit' (the "
+            f"largest drawing that fits a page, the default) or 'full' (every node); got {depth!r}."
+        )
+    return check_depth(depth)
 
 
 def check_layout(layout: str) -> LayoutName:
@@ -42,7 +62,11 @@ class DrawOptions:
 
     ``layout`` and ``layout_budget`` choose how the graph is laid out (read by
     ``make_dot``/``render``; the DOT writer ignores them), ``depth`` and
-    ``fold_repeated`` how far a recorded graph is collapsed before it is drawn.
+    ``fold_repeated`` how far a recorded graph is collapsed before it is drawn
+    (``depth="fit"``: as far as it takes to fit a page; ``"full"`` or None: not at
+    all; see :func:`graphviz_autograd.page.fit_to_page`). ``compact`` sets the
+    ranks closer together (Graphviz's ``ranksep``), as is done for a graph too
+    long for a page.
     """
 
     show_attrs: bool = False
@@ -56,23 +80,23 @@ class DrawOptions:
     clusters: bool = True
     show_shapes: bool = False
     split_shared: bool = True
-    depth: Optional[int] = None
+    depth: DepthOption = FIT
     fold_repeated: bool = True
     layout: str = "dot"
     layout_budget: float = DEFAULT_LAYOUT_BUDGET
+    compact: bool = False
 
     def __post_init__(self) -> None:
         chars = self.max_attr_chars
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
             raise OptionError(f"max_attr_chars must be a positive integer; got {chars!r}.")
-        for name in ("clusters", "show_shapes", "fold_repeated"):
+        for name in ("clusters", "show_shapes", "fold_repeated", "compact"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OptionError(f"{name} must be True or False; got {value!r}.")
         check_direction(self.direction)
         check_layout(self.layout)
-        if self.depth is not None:
-            check_depth(self.depth)
+        check_depth_option(self.depth)
         budget = self.layout_budget
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
             raise OptionError(f"layout_budget must be a positive number of seconds; got {budget!r}.")
@@ -96,7 +120,7 @@ def draw_options(options: Optional[DrawOptions] = None, **changes: Any) -> DrawO
     >>> draw_options(colour="red")
     Traceback (most recent call last):
     ...
-    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget.
+    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, compact.
     """
     base = options if options is not None else _DEFAULTS
     if not changes:

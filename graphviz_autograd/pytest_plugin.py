@@ -379,7 +379,7 @@ def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
             outputs, params, collect_saved=show_attrs or show_saved, collect_shapes=show_shapes, recorder=recorder
         )
     depth = options.get("depth")
-    if depth is not None:
+    if depth not in (None, "fit", "full"):  # a structure golden pins every node unless depth=N is asked for
         graph = collapse(graph, depth, options.get("fold_repeated", True))
     return structure_text(
         graph,

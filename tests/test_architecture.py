@@ -21,6 +21,7 @@ LAYERS = [
     "stacking",
     "structure",
     "options",
+    "page",
     "attribute_names",
     "naming",
     "record",

@@ -107,17 +107,22 @@ def test_notebook_display_never_waits_past_the_budget(hanging_dot):
 
 
 def test_notebook_shows_a_summary_of_a_graph_too_big_to_show(monkeypatch):
+    from graphviz_autograd.page import fit_to_page
+
     monkeypatch.setattr(notebook, "INLINE_SVG_LIMIT", 3_000)
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 1))
+    # 60 blocks, every one drawn (fold_repeated=False, depth="full"): more than a page holds
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(60)])
     with record(model) as rec:
         out = model(torch.randn(2, 4)).sum()
-    dot = make_dot(out, recorder=rec)
+    dot = make_dot(out, recorder=rec, depth="full", fold_repeated=False)
     bundle = dot._repr_mimebundle_()
     message = bundle["text/plain"]
     assert "too big to show inline" in message and "depth=N" in message
     text = "".join(assert_svg(bundle["image/svg+xml"].encode()).itertext())
     assert "too big to show inline" in text  # the note is in the picture
     assert "AddmmBackward0" not in text  # modules drawn as boxes
+    # the summary the default drawing would choose: one decision for both
+    assert f"at depth {fit_to_page(dot.drawn, dot.options.replace(depth='fit')).depth} as one box" in message
 
 
 def test_notebook_says_how_to_draw_a_big_graph_without_modules(monkeypatch):

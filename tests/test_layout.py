@@ -18,14 +18,8 @@ from graphviz_autograd import make_dot, render, to_dot, walk
 from graphviz_autograd.api import lay_out
 from graphviz_autograd.errors import OptionError
 from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
-from graphviz_autograd.layout import (
-    FOLD_LONGER_THAN,
-    choose_layout,
-    estimate_layout_seconds,
-    fixed_layout_lines,
-    layered_positions,
-    rank_widths,
-)
+from graphviz_autograd.layout import FOLD_LONGER_THAN, choose_layout, fixed_layout_lines, layered_positions
+from graphviz_autograd.page import estimate_layout_seconds, rank_widths
 from graphviz_autograd.views import DEFAULT_MAX_USES, split_shared_leaves
 
 from .test_cli import invoke, needs_dot
@@ -471,95 +465,6 @@ def test_cli_rejects_an_unknown_layout(tmp_path):
     result = invoke("render", REPO / "samples" / "affine.py", "-o", tmp_path / "a.svg", "--layout", "spring")
     assert result.exit_code == 2 and "'spring' is not one of" in result.output
     assert not (tmp_path / "a.svg").exists()
-
-
-# --- collapsing a recorded graph until dot fits its budget ------------------------------
-
-
-def test_collapse_to_fit_picks_the_deepest_depth_that_fits():
-    from graphviz_autograd.collapse import collapse
-    from graphviz_autograd.layout import collapse_to_fit, estimate_layout_seconds
-
-    from .module_graphs import gpt2_like
-
-    graph = gpt2_like()
-    cost = {d: estimate_layout_seconds(split_shared_leaves(collapse(graph, d))) for d in range(3)}
-    whole = estimate_layout_seconds(split_shared_leaves(graph))
-    for budget in sorted({*cost.values()}):
-        if budget >= whole:
-            continue
-        fitted = collapse_to_fit(graph, budget)
-        # the deepest depth that fits: it is within budget and the one below it is not
-        assert fitted.depth is not None and cost[fitted.depth] <= budget
-        assert fitted.depth == 2 or cost[fitted.depth + 1] > budget
-        assert fitted.graph == collapse(graph, fitted.depth)
-        assert f"depth {fitted.depth}" in fitted.note and f"{len(fitted.graph.nodes):,} nodes" in fitted.note
-
-    assert collapse_to_fit(graph, whole + 1) == (graph, None, "")  # fits as it is
-    assert collapse_to_fit(graph, 1e-9).depth is None  # nothing fits: left to the fixed layout
-    unrecorded = graph.__class__(graph.nodes, graph.edges)
-    assert collapse_to_fit(unrecorded, 1e-9).graph is unrecorded  # no modules, nothing to collapse
-
-
-def test_cli_collapses_a_big_recorded_graph_and_says_so(tmp_path, monkeypatch):
-    from click.testing import CliRunner
-
-    import graphviz_autograd.cli as cli
-    import graphviz_autograd.layout as layout_module
-    from graphviz_autograd.layout import collapse_to_fit
-
-    from graphviz_autograd.collapse import collapse
-    from graphviz_autograd.layout import estimate_layout_seconds
-
-    def tight_budget(graph, **options):  # between the whole graph's cost and depth 1's
-        whole = estimate_layout_seconds(split_shared_leaves(graph))
-        boxed = estimate_layout_seconds(split_shared_leaves(collapse(graph, 1)))
-        return collapse_to_fit(graph, (whole + boxed) / 2, **options)
-
-    monkeypatch.setattr(layout_module, "collapse_to_fit", tight_budget)
-    model = tmp_path / "net.py"
-    model.write_text(
-        "import torch\nfrom torch import nn\n"
-        "model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(6)])\n"
-        "example_inputs = (torch.randn(2, 4),)\n"
-    )
-    # --no-fold: folded, the six alike blocks would be drawn as one already
-    result = CliRunner().invoke(cli.main, ["render", str(model), "-o", str(tmp_path / "net.svg"), "-q", "--no-fold"])
-    assert result.exit_code == 0, result.output
-    assert "note: Graphviz dot would take about" in result.stderr
-    assert "drawing modules below depth 1 as boxes instead (13 nodes" in result.stderr  # each layer of 6 blocks a box
-    svg = (tmp_path / "net.svg").read_text()
-    assert len(re.findall(r"<title>n\d+</title>", svg)) == 13 and "5.0 (Linear) drawn as one box" in svg
-
-
-@needs_dot
-def test_a_recorded_model_without_submodules_over_budget_is_drawn_whole(tmp_path, monkeypatch):
-    # The recorder knows the model itself (path ''), which is no box to collapse into:
-    # the command line used to stop with a bare ValueError from max() here.
-    from click.testing import CliRunner
-
-    import graphviz_autograd.cli as cli
-    import graphviz_autograd.layout as layout_module
-    from graphviz_autograd.layout import collapse_to_fit
-
-    monkeypatch.setattr(layout_module, "collapse_to_fit", lambda graph, **options: collapse_to_fit(graph, 1e-9, **options))
-    model = tmp_path / "deep.py"
-    model.write_text(
-        "import torch\nfrom torch import nn\n"
-        "class Deep(nn.Module):\n"
-        "    def __init__(self):\n"
-        "        super().__init__()\n"
-        "        self.w = nn.Parameter(torch.ones(4))\n"
-        "    def forward(self, x):\n"
-        "        for _ in range(20):\n"
-        "            x = torch.tanh(x * self.w)\n"
-        "        return x.sum()\n"
-        "model = Deep\nexample_inputs = (torch.randn(4),)\n"
-    )
-    result = CliRunner().invoke(cli.main, ["render", str(model), "-o", str(tmp_path / "deep.svg"), "-q"])
-    assert result.exit_code == 0, result.output
-    svg = (tmp_path / "deep.svg").read_text()
-    assert svg.count("<title>n") > 40 and "drawn as one box" not in svg  # every op, none collapsed
 
 
 def test_split_of_a_built_graph_keeps_edges_to_ids_without_a_node_and_shares_copied_contents():

@@ -1,0 +1,422 @@
+"""Whether a drawing fits: how long ``dot`` would take, how big its picture would be,
+and the one decision of what a recorded graph's default drawing is.
+
+Plain computation on an :class:`AutogradGraph` (no torch, no subprocess).
+
+- :func:`estimate_layout_seconds` guesses how long ``dot`` will take.
+- :func:`picture_size` guesses the size of the picture ``dot`` draws, in points.
+- :func:`fit_to_page` turns a drawing's ``depth`` into the graph to draw: with
+  ``depth="fit"`` (the default) a recorded graph too big for a page becomes the
+  largest module summary that fits one, with a note saying how to see the rest;
+  ``make_dot``, ``to_dot``, ``render``, the command line and a notebook's display
+  all ask it.
+
+A page is a picture whose long side is at most ``PAGE_LONG_SIDE`` points (4,000
+pixels at Graphviz's default 96 dpi), holding at most ``PAGE_NODES`` boxes, that
+``dot`` lays out within the layout budget.
+
+>>> from graphviz_autograd.graph import AutogradGraph, Node
+>>> fit_to_page(AutogradGraph((Node("n0", "op", "ExpBackward0"),), ())).depth is None  # fits: drawn whole
+True
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Iterable, List, NamedTuple, Optional, Set, Tuple
+
+from .collapse import collapse, fold_to_representative
+from .describe import module_label_lines
+from .graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
+from .options import FIT, DrawOptions, draw_options
+from .stacking import longest_path_ranks
+from .style import GRAPH_ATTRS
+from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+
+# Seconds per iteration of dot's network simplex, per node of the graph it works on,
+# and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
+SIMPLEX_SECONDS = 3e-8
+ORDERING_SECONDS = 5e-10
+# Seconds (estimated from size alone) past which estimate_layout_seconds does not
+# count ranks: at some 200,000 nodes that costs a few tenths of a second, and the
+# answer is the fixed layout either way.
+UNCOUNTED_RANKS_ABOVE = 3600.0
+
+
+# --- how long dot would take, and what to do about it ----------------------------------
+
+
+def estimate_layout_seconds(graph: AutogradGraph) -> float:
+    """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG.
+
+    ``dot`` puts a virtual node on every rank an edge crosses beyond its first, so
+    long edges, not the node count alone, decide its time: DenseNet-121's 1,282
+    nodes get 26,852 virtual ones (each feature map feeds every later
+    ``torch.cat`` of its block), GPT-2's 1,113 get 1,302. Two steps grow with them.
+    The network simplex placing nodes across the page works on ``size = nodes +
+    edges + 2 * virtual`` nodes, for about ``size / 2`` iterations of a cost in
+    proportion to ``size``, and stops at 3 iterations per node (``nslimit``, see
+    ``style.GRAPH_ATTRS``). Ordering nodes within ranks and routing edges grow with
+    how crowded the ranks are, ``crowding`` being the sum over ranks of the square
+    of their width, virtual nodes included (see :func:`rank_widths`)::
+
+        seconds = 0.05 + 3e-8 * size * min(size / 2, 3 * nodes) + 5e-10 * crowding ** 1.5
+
+    Fitted to ``dot -Tsvg`` on 2 cores (chains of 2,000 to 10,000 nodes, GPT-2 with
+    12 and 48 layers, BERT, ResNet-50, DenseNet-121, LSTMs unrolled 8 to 30 steps,
+    split and whole, dense blocks of 12 to 48 layers), the guess is within a factor
+    of 1.5 of each, from 0.06 to 164 s: enough to tell a graph that takes seconds
+    from one that takes minutes, nothing finer. Ranks are counted in Python, so past
+    an hour on size alone (some 200,000 nodes) they are not, and the estimate is
+    that lower bound.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
+    True
+    """
+    ids, contents, links = graph.columns(fill_ids=False)  # a walked graph's ids are not needed: n0, n1, ...
+    count = len(contents) if ids is None else len(ids)  # an edge to an id that names no node gets a node of its own
+    size = count + len(links)
+    max_iterations = float(GRAPH_ATTRS.get("nslimit", "inf")) * count
+    seconds = _placing_seconds(size, max_iterations)
+    if seconds >= UNCOUNTED_RANKS_ABOVE:
+        return seconds
+    widths = rank_widths(count, links)
+    virtual = sum(widths) - count
+    crowding = sum(width * width for width in widths)
+    return _placing_seconds(size + 2 * virtual, max_iterations) + ORDERING_SECONDS * crowding**1.5
+
+
+def _placing_seconds(size: int, max_iterations: float) -> float:
+    return 0.05 + SIMPLEX_SECONDS * size * min(size / 2, max_iterations)
+
+
+def rank_widths(count: int, links: Iterable[Tuple[int, int, object]]) -> List[int]:
+    """How many nodes ``dot`` puts on each rank, the virtual nodes of long edges included.
+
+    ``links`` are edges as ``(source, target, ...)`` by node index, source above
+    target. Ranks are counted from the bottom, each node one above the highest of
+    the nodes it feeds (the longest path to a node that feeds nothing), as ``dot``
+    ranks a graph drawn top to bottom; an edge then has a virtual node on each
+    rank it crosses between its ends.
+
+    >>> rank_widths(3, [(2, 1, ()), (1, 0, ()), (2, 0, ())])  # 2 -> 0 crosses the rank of 1
+    [1, 2, 1]
+    """
+    pairs = [(link[0], link[1]) for link in links if link[0] != link[1]]
+    rank = longest_path_ranks(count, pairs)
+    widths = [0] * (max(rank, default=-1) + 1)
+    for r in rank:
+        widths[r] += 1
+    crossing = [0] * len(widths)  # +1 on the first rank an edge crosses, -1 on the rank of its source
+    for source, target in pairs:
+        if rank[source] - rank[target] > 1:
+            crossing[rank[target] + 1] += 1
+            crossing[rank[source]] -= 1
+    passing = 0
+    for r in range(len(widths)):
+        passing += crossing[r]
+        widths[r] += passing
+    return widths
+
+
+
+
+# Sizes in points (1/72 inch), as Graphviz measures them; the font is 10 pt monospace.
+CHAR_WIDTH = 6.2
+LINE_HEIGHT = 13.0
+NODE_PADDING = 16.0
+
+# A page: the picture's long side at most this many points (4,000 px at 96 dpi, the
+# default of Graphviz's PNG), and at most this many boxes on it.
+PAGE_LONG_SIDE = 3000.0
+PAGE_NODES = 200
+# Graphviz's gap between ranks (inches): its default, and the closer one a graph too
+# tall for a page at the default is drawn with (``DrawOptions.compact``). Much closer
+# and the arrowheads (10 points long) fill the gaps.
+RANKSEP = 0.5
+COMPACT_RANKSEP = 0.2
+NODESEP = 0.25
+# Points a module box adds across the ranks, at its top (title) or at its foot, and
+# around the whole drawing. Fitted to `dot -Tsvg` on BERT, GPT-2, T5, ResNet-50 and an
+# 80-layer Llama at every depth: the height is within 6 % of dot's for most, up to 8 %
+# over (Llama) and, with many boxes side by side, 20 to 30 % under (T5 at depth 6).
+BOX_EDGE = 16.0
+MARGIN = 25.0
+
+
+
+# --- the graph a drawing shows ---------------------------------------------------------
+
+
+# How the note of a summary is drawn in the picture (see picture_notes).
+NOTE_ATTRS = {"shape": "note"}
+NOTE_WIDTH = 80  # characters a line of it holds
+
+
+class Fitted(NamedTuple):
+    """What to draw: the graph (folded, collapsed), the depth it was collapsed to (None:
+    not collapsed), whether its ranks are set closer (``DrawOptions.compact``), and a
+    note for the user ('' when nothing was left out)."""
+
+    graph: AutogradGraph
+    depth: Optional[int]
+    compact: bool
+    note: str
+
+
+def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **changes: object) -> Fitted:
+    """The graph a drawing with ``options`` shows: runs of identical blocks folded
+    (``fold_repeated``), then collapsed as ``depth`` says.
+
+    ``depth=N`` collapses each module N levels down into one box, ``"full"`` (or
+    None) keeps every node, and ``"fit"`` (the default) keeps every node when the
+    folded graph fits a page (see the module's docstring), else draws the deepest
+    module summary that does, with a note saying so and how to see the rest. A
+    graph without module info cannot be summarised and is drawn whole, as it was
+    always drawn. When no summary fits, the smallest (one box per top-level
+    module) is drawn. A recorded drawing too long for a page at Graphviz's gap
+    between ranks gets a closer one (``compact``).
+
+    The whole graph is folded with no depth, and a summary at depth N is the one
+    ``depth=N`` draws: folded to that depth, then collapsed.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+    >>> ops = [Node(f"n{i}", OP, f"Op{i}Backward0", module=f"h.{i}") for i in range(1, 301)]
+    >>> modules = (ModuleInfo("", "Net"), ModuleInfo("h", "Stack"), *(ModuleInfo(f"h.{i}", f"B{i}") for i in range(1, 301)))
+    >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), *ops), tuple(Edge(f"n{i + 1}", f"n{i}") for i in range(300)), modules=modules)
+    >>> fitted = fit_to_page(g)  # 300 unlike blocks in a row: one box for the stack
+    >>> fitted.depth, len(fitted.graph.nodes), fitted.note[:47]
+    (0, 2, 'This graph of 301 nodes is too big for a page; ')
+    >>> full = fit_to_page(g, depth="full")
+    >>> full.depth, len(full.graph.nodes), full.compact
+    (None, 301, True)
+    """
+    options = draw_options(options, **changes)
+    depth = options.depth
+    asked = depth if isinstance(depth, int) else None
+    whole = graph
+    if options.fold_repeated and graph.modules:
+        graph = fold_to_representative(graph, asked)
+    if asked is not None:
+        graph = collapse(graph, asked, options.fold_repeated)
+    submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
+    if not graph.modules:  # drawn as torchviz draws it, byte for byte; its nodes never built
+        return Fitted(graph, asked, options.compact, "")
+    if depth != FIT or not submodules:
+        return Fitted(graph, asked, _compact(graph, options), "")
+    drawn = _as_drawn(graph, options)
+    compact = _page_spacing(drawn, options)
+    if compact is not None:
+        return Fitted(graph, None, compact, "")
+    reason = _why_not(drawn, options)
+    deepest = max(path.count(".") for path in submodules)
+    smallest = None
+    for level in range(deepest, -1, -1):
+        folded = fold_to_representative(whole, level) if options.fold_repeated else whole
+        summary = collapse(folded, level, options.fold_repeated)
+        if len(summary.nodes) >= len(graph.nodes):
+            continue  # collapses nothing
+        smallest = summary
+        compact = _page_spacing(_as_drawn(summary, options), options)
+        if compact is not None:
+            return Fitted(summary, level, compact, _summary_note(whole, graph, summary, level, reason, fits=True))
+    if smallest is None:
+        return Fitted(graph, None, _compact(graph, options), "")
+    return Fitted(smallest, 0, _compact(smallest, options), _summary_note(whole, graph, smallest, 0, reason, fits=False))
+
+
+def picture_notes(fitted: Fitted) -> List[Tuple[List[str], dict]]:
+    """The note of ``fitted`` as a box for ``body_lines(notes=...)`` (none when it has none), in short lines.
+
+    >>> from graphviz_autograd.graph import AutogradGraph
+    >>> picture_notes(Fitted(AutogradGraph((), ()), None, False, ""))
+    []
+    """
+    return [(textwrap.wrap(fitted.note, NOTE_WIDTH), dict(NOTE_ATTRS))] if fitted.note else []
+
+
+def _as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
+    if options.split_shared:
+        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
+    return shown_graph(graph, options.show_no_grad, options.show_saved)
+
+
+def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
+    """Whether ``drawn`` fits a page at Graphviz's gap between ranks (False), only at
+    the closer one (True), or not at all (None)."""
+    if len(drawn.nodes) > PAGE_NODES:
+        return None
+    if options.layout != "fixed" and estimate_layout_seconds(drawn) > options.layout_budget:
+        return None
+    for compact in (False, True):
+        if max(picture_size(drawn, options.direction, compact, options.clusters)) <= PAGE_LONG_SIDE:
+            return compact or options.compact
+    return None
+
+
+def _compact(graph: AutogradGraph, options: DrawOptions) -> bool:
+    """Whether a graph drawn as it is gets the closer gap between ranks: when it is too
+    long for a page at Graphviz's own, or has more boxes than a page holds."""
+    if options.compact:
+        return True
+    drawn = _as_drawn(graph, options)
+    if len(drawn.nodes) > PAGE_NODES:
+        return True
+    return max(picture_size(drawn, options.direction, False, options.clusters)) > PAGE_LONG_SIDE
+
+
+def _why_not(drawn: AutogradGraph, options: DrawOptions) -> str:
+    if len(drawn.nodes) <= PAGE_NODES and options.layout != "fixed":
+        seconds = estimate_layout_seconds(drawn)
+        if seconds > options.layout_budget:
+            return f"Graphviz dot would take about {seconds:,.0f} s to lay it out (budget {options.layout_budget:g} s)"
+    return "too big for a page"
+
+
+def _summary_note(
+    whole: AutogradGraph, folded: AutogradGraph, summary: AutogradGraph, level: int, reason: str, *, fits: bool
+) -> str:
+    size = f"This graph of {len(whole.nodes):,} nodes"
+    if len(folded.nodes) < len(whole.nodes):
+        size += f" ({len(folded.nodes):,} with repeated blocks drawn once)"
+    reason = "is " + reason if reason.startswith("too") else f"is not drawn whole: {reason}"
+    drawn = f"drawn with each module at depth {level} as one box ({len(summary.nodes):,} nodes)"
+    if not fits:
+        drawn += ", which does not fit a page either"
+    return (
+        f"{size} {reason}; {drawn}. depth='full' (--depth full) draws every node, depth=N another "
+        "level; explore() (-o model.html) browses all of it."
+    )
+
+# --- how big dot's picture would be ----------------------------------------------------
+
+
+def picture_size(
+    graph: AutogradGraph, direction: str = "TB", compact: bool = False, clusters: bool = True
+) -> Tuple[float, float]:
+    """A guess of ``(width, height)`` in points of the picture ``dot`` draws of ``graph`` (as drawn).
+
+    Across the ranks it adds, rank by rank, the tallest box of each rank, the gap
+    between ranks (``ranksep``, closer when ``compact``) and ``BOX_EDGE`` for each
+    module box that begins or ends on a rank (the most of any one node there). Along
+    the ranks it takes the widest rank: its boxes, and a gap for each box and each
+    edge passing through. ``dot`` sets module boxes side by side more widely than
+    that, so the breadth is a floor, not a measure. An edge that closes a cycle is
+    left out, as ``dot`` turns it around.
+
+    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OUTPUT
+    >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", "op", "ExpBackward0")), (Edge("n1", "n0"),))
+    >>> width, height = picture_size(g)
+    >>> round(height), round(picture_size(g, compact=True)[1]) < round(height)
+    (112, True)
+    """
+    nodes = graph.nodes
+    index = {n.id: i for i, n in enumerate(nodes)}
+    pairs = []
+    for edge in graph.edges:
+        upper, lower = index.get(edge.source), index.get(edge.target)
+        if upper is None or lower is None or upper == lower:
+            continue
+        if edge.kind == SAVED_BY:
+            upper, lower = lower, upper
+        pairs.append((upper, lower))
+    pairs = _without_cycles(len(nodes), pairs)
+    rank = longest_path_ranks(len(nodes), pairs)
+    count = max(rank, default=-1) + 1
+    across = direction in ("LR", "RL")
+    length = [0.0] * count  # the longest box of each rank, across the ranks
+    breadth = [0.0] * count  # the boxes of each rank side by side
+    gap = NODESEP * 72
+    sizes = [node_size(node) for node in nodes]
+    for i, (width, height) in enumerate(sizes):
+        long, broad = (width, height) if across else (height, width)
+        length[rank[i]] = max(length[rank[i]], long)
+        breadth[rank[i]] += broad + gap
+    for upper, lower in pairs:
+        for r in range(rank[lower] + 1, rank[upper]):
+            breadth[r] += gap
+    edges = _box_edges(nodes, rank, count, {m.path for m in graph.modules} if clusters else set())
+    ranksep = (COMPACT_RANKSEP if compact else RANKSEP) * 72
+    along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
+    broad = max(breadth, default=0.0) + MARGIN
+    return (along, broad) if across else (broad, along)
+
+
+def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, boxes: Set[str]) -> int:
+    """How many tops and feet of module boxes (``boxes``: the modules drawn as boxes) the
+    ranks hold: per rank, the most that begin or end at any one node of it (boxes
+    nest, so their edges stack)."""
+    top: dict = {}
+    foot: dict = {}
+    chains = []
+    for i, node in enumerate(nodes):
+        chain = []
+        path = node.module
+        while path:
+            if path in boxes:
+                chain.append(path)
+            path = path.rpartition(".")[0]
+        chains.append(chain)
+        for path in chain:
+            top[path] = max(top.get(path, -1), rank[i])
+            foot[path] = min(foot.get(path, count), rank[i])
+    opening = [0] * count
+    closing = [0] * count
+    for i, chain in enumerate(chains):
+        r = rank[i]
+        opening[r] = max(opening[r], sum(1 for path in chain if top[path] == r))
+        closing[r] = max(closing[r], sum(1 for path in chain if foot[path] == r))
+    return sum(opening) + sum(closing)
+
+
+def _without_cycles(count: int, pairs: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """``pairs`` less the edges a depth-first search finds closing a cycle (none in a
+    walked graph; folding blocks whose residual add sits outside them can make one)."""
+    below: List[List[Tuple[int, int]]] = [[] for _ in range(count)]
+    for k, (upper, lower) in enumerate(pairs):
+        below[upper].append((lower, k))
+    state = [0] * count  # 0 not seen, 1 on the current path, 2 done
+    closing = set()
+    for start in range(count):
+        if state[start]:
+            continue
+        state[start] = 1
+        stack = [(start, iter(below[start]))]
+        while stack:
+            node, rest = stack[-1]
+            for lower, k in rest:
+                if state[lower] == 1:
+                    closing.add(k)
+                elif state[lower] == 0:
+                    state[lower] = 1
+                    stack.append((lower, iter(below[lower])))
+                    break
+            else:
+                state[node] = 2
+                stack.pop()
+    return [pair for k, pair in enumerate(pairs) if k not in closing] if closing else pairs
+
+
+def node_size(node: Node) -> Tuple[float, float]:
+    """(width, height) in points, from the lines its label will have."""
+    lines = _label_lines(node)
+    chars = max((len(line) for line in lines), default=0)
+    width = max(chars * CHAR_WIDTH + NODE_PADDING, 54.0)
+    height = max(len(lines) * LINE_HEIGHT + 6.0, 14.4)
+    return width, height
+
+
+def _label_lines(node: Node) -> List[str]:
+    if node.kind == NO_GRAD:
+        return ["no grad"]
+    if node.kind == MODULE:
+        return [node.label, *module_label_lines(node)]
+    lines = node.label.split("\n") if node.label else []
+    if node.kind in (OP, ACCUMULATE_GRAD):
+        return lines + [f"{k}: {v}" for k, v in node.attrs]
+    if node.shape is not None or node.kind != SAVED:
+        lines.append("(" + ", ".join(str(s) for s in node.shape or ()) + ")")
+    return lines
+
+
