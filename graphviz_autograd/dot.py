@@ -349,6 +349,15 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
 CLUSTERED_GRAPH_LINE = "\tgraph [newrank=true]\n"
 
 
+def cluster_title(module: ModuleInfo) -> str:
+    """The title of a module's box: ``path (TypeName)``, as both layouts write it.
+
+    >>> cluster_title(ModuleInfo("encoder.layer.0", "BertLayer"))
+    'encoder.layer.0 (BertLayer)'
+    """
+    return f"{module.path} ({module.type_name})" if module.type_name else module.path
+
+
 def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer") -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
@@ -399,8 +408,7 @@ def _cluster_lines(columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_
         if path is None:
             lines.append(indent + "}\n")
             continue
-        module = modules[index[path]]
-        title = f"{module.path} ({module.type_name})" if module.type_name else module.path
+        title = cluster_title(modules[index[path]])
         lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
         lines.append(f"{indent}\tgraph [{before_title}{quote(title)}{after_title}]\n")
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
