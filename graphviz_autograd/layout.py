@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_left
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -430,15 +431,17 @@ class _Bands:
         self.left = [left[r] for r in ranks]
         self.right = [right[r] for r in ranks]
 
-    def spans(self, bands: int) -> List[Tuple[int, int]]:
-        """(first, end) of each band, as indices in ``ranks``, for ``bands`` bands of about equal length."""
+    def spans(self, bands: int, adjusted: bool = False) -> List[Tuple[int, int]]:
+        """(first, end) of each band, as indices in ``ranks``, for ``bands`` bands of about equal length;
+        ``adjusted``, each band ends where it splits the fewest boxes nearby (the aspect is
+        measured without: nearly the same, and found faster)."""
         band_length = self.length / bands
         firsts = [0]
         while len(firsts) < bands:  # the first rank a band's length below the last band's first
             k = bisect_left(self.top, self.top[firsts[-1]] + band_length, firsts[-1] + 1)
             if k == len(self.ranks):
                 break
-            if self.crossing is not None:
+            if self.crossing is not None and adjusted:
                 k = self.nearby_cut(k, firsts[-1], band_length)
             firsts.append(k)
         return list(zip(firsts, firsts[1:] + [len(self.ranks)]))
@@ -469,7 +472,7 @@ class _Bands:
     def shifts(self, bands: int) -> Tuple[Dict[int, Tuple[float, float]], Dict[int, int]]:
         """Rank -> (shift along, shift up) setting each band a gap to the right of the last, its top at
         the top; and rank -> its band."""
-        spans = self.spans(bands)
+        spans = self.spans(bands, adjusted=True)
         extents = self.extents(spans)
         shifts = {}
         band_of = {}
@@ -542,6 +545,10 @@ class _Boxes:
         self.children: List[List[int]] = [[] for _ in range(count + 1)]
         for b in self.used:
             self.children[self.parent[b]].append(b)
+        self.number = [len(members) for members in self.members]  # nodes in each box, those of boxes inside included
+        for b in reversed(self.used):
+            if self.parent[b] >= 0:
+                self.number[self.parent[b]] += self.number[b]
         margin = dict.fromkeys(_SIDES, BOX_MARGIN)
         margin[_TITLE_SIDE[direction]] += BOX_TITLE
         self.along_low, self.along_high = margin["along_low"], margin["along_high"]
@@ -569,15 +576,13 @@ class _Boxes:
         """Box -> the start of its nodes' sort keys: for each box around it, outer first,
         (mean place of its nodes, box), so that a box's nodes sort together."""
         total = [0.0] * len(self.parent)
-        number = [0] * len(self.parent)
-        for i, b in enumerate(self.box_of):
-            total[b] += place[i]
-            number[b] += 1
+        for b, at in zip(self.box_of, place):
+            total[b] += at
+        number = self.number
         for b in reversed(self.used):
             p = self.parent[b]
             if p >= 0:
                 total[p] += total[b]
-                number[p] += number[b]
         keys: Dict[int, tuple] = {}
         for b in self.used:
             position = self.last_position[b] = total[b] / number[b]
@@ -591,13 +596,18 @@ class _Boxes:
         Keys compare as a nested order would: two boxes by their mean places, a box
         and a node of the box around it by its mean place and the node's barycenter.
         """
-        box_of, last = self.box_of, self.last_key
+        box_of = self.box_of
         keys: Dict[int, Any] = {}
         for i in layer:
-            key = last[i] = barycenters[i]
             b = box_of[i]
-            keys[i] = prefix[b] + (key,) if b >= 0 else (key,)
+            keys[i] = prefix[b] + (barycenters[i],) if b >= 0 else (barycenters[i],)
         return keys
+
+    def keep_keys(self, layer: List[int], barycenters: Dict[int, Any]) -> None:
+        """Keep the barycenters of the last sweep, which :meth:`separate` orders nodes by."""
+        last = self.last_key
+        for i in layer:
+            last[i] = barycenters[i]
 
     # Room for the boxes: between nodes in a rank, between ranks.
 
@@ -677,26 +687,35 @@ class _Boxes:
             units.sort()
             leftmost, rightmost = math.inf, -math.inf
             for _, unit, is_node in units:
-                if is_node:
-                    first = last = rank[unit]
+                if is_node:  # one rank: read and written without slices
+                    r = rank[unit]
                     begin = centre[unit] - breadth[unit] / 2
                     end = begin + breadth[unit]
+                    clear = reach[r] + BOX_GAP
+                    if begin < clear:
+                        moved_node[unit] = clear - begin
+                        end += clear - begin
+                        begin = clear
+                    if reach[r] < end:
+                        reach[r] = end
                 else:
                     first, last = low[unit], high[unit]
                     begin, end = left_edge[unit], right_edge[unit]
-                clear = max(reach[first : last + 1]) + BOX_GAP
-                if begin < clear:
-                    if is_node:
-                        moved_node[unit] = clear - begin
-                    else:
+                    clear = max(reach[first : last + 1]) + BOX_GAP
+                    if begin < clear:
                         moved_box[unit] = clear - begin
-                    end += clear - begin
-                    begin = clear
-                reach[first : last + 1] = [end if at < end else at for at in reach[first : last + 1]]
-                leftmost, rightmost = min(leftmost, begin), max(rightmost, end)
+                        end += clear - begin
+                        begin = clear
+                    reach[first : last + 1] = [end if at < end else at for at in reach[first : last + 1]]
+                if begin < leftmost:
+                    leftmost = begin
+                if end > rightmost:
+                    rightmost = end
             for _, unit, is_node in units:
-                first, last = (rank[unit], rank[unit]) if is_node else (low[unit], high[unit])
-                reach[first : last + 1] = [-math.inf] * (last - first + 1)
+                if is_node:
+                    reach[rank[unit]] = -math.inf
+                else:
+                    reach[low[unit] : high[unit] + 1] = [-math.inf] * (high[unit] - low[unit] + 1)
             if p >= 0:
                 left_edge[p], right_edge[p] = leftmost - self.along_low, rightmost + self.along_high
         total = [0.0] * count
@@ -797,16 +816,19 @@ def _order_in_ranks(
     place = [0.0] * count
     for layer in layers:
         _set_places(layer, place)
+    crowded = any(len(layer) > 1 for layer in layers)  # a chain has nothing to keep together
     for sweep in range(SWEEPS):
         downward = sweep % 2 == 0
         neighbours = above if downward else below
-        prefix = boxes.box_keys(place) if boxes is not None else None
+        prefix = boxes.box_keys(place) if boxes is not None and crowded else None
         for layer in layers if downward else reversed(layers):
             keys: Dict[int, Any] = {}
             for i in layer:
                 linked = neighbours[i]
                 keys[i] = sum(place[j] for j in linked) / len(linked) if linked else place[i]
-            if prefix is not None and boxes is not None:
+            if boxes is not None and sweep == SWEEPS - 1:
+                boxes.keep_keys(layer, keys)
+            if prefix is not None and boxes is not None and len(layer) > 1:
                 keys = boxes.sort_keys(layer, keys, prefix)
             layer.sort(key=keys.__getitem__)  # stable: ties keep their order
             _set_places(layer, place)
@@ -979,26 +1001,35 @@ def _box_lines(boxes: List[Box], modules: Tuple[ModuleInfo, ...]) -> List[str]:
     """One empty cluster per box: its rectangle (``bb``) and the place of its title (``lp``)
     given, named for its module's index and band (``cluster_m3_0``)."""
     lines = []
+    plain, with_tooltip = _box_template(False), _box_template(True)
     for box in boxes:
         title = cluster_title(modules[box.module])
         shown = _fitted(title, box.right - box.left - 2 * BOX_TITLE_INSET)
-        attrs = dict(CLUSTER_ATTRS)
-        attrs["bb"] = ",".join(_number(v) for v in (box.left, box.bottom, box.right, box.top))
-        attrs["label"] = quote(shown)
+        bb = f'"{_number(box.left)},{_number(box.bottom)},{_number(box.right)},{_number(box.top)}"'
         title_x = box.left + BOX_TITLE_INSET + len(shown) * BOX_TITLE_CHAR / 2
-        attrs["lp"] = f"{_number(title_x)},{_number(box.top - BOX_TITLE / 2)}"
+        lp = f'"{_number(title_x)},{_number(box.top - BOX_TITLE / 2)}"'
+        values = [bb, quote(shown), lp]
         if shown != title:
-            attrs["tooltip"] = tooltip_value([title])
-        quoted = ("label", "tooltip")
-        lines.append(f"\tsubgraph cluster_m{box.module}_{box.band} {{graph [{attr_list(attrs, quoted=quoted)}]}}\n")
+            values.append(tooltip_value([title]))
+        pieces = with_tooltip if shown != title else plain
+        text = "".join(piece + value for piece, value in zip(pieces, values)) + pieces[-1]
+        lines.append(f"\tsubgraph cluster_m{box.module}_{box.band} {{graph [{text}]}}\n")
     return lines
+
+
+@functools.lru_cache(maxsize=2)
+def _box_template(tooltip: bool) -> Tuple[str, ...]:
+    """The attributes of a box as :func:`attr_list` writes them, cut where its ``bb``,
+    ``label``, ``lp`` (and ``tooltip``) go: the style is written once."""
+    keys = ("bb", "label", "lp", "tooltip") if tooltip else ("bb", "label", "lp")
+    return tuple(attr_list(dict(CLUSTER_ATTRS, **dict.fromkeys(keys, "\x00")), quoted=keys).split("\x00"))
 
 
 def _fitted(title: str, width: float) -> str:
     """``title`` cut to ``width`` points from its start, where a box's path repeats the boxes around it.
 
     >>> _fitted("encoder.layer.0.attention (BertAttention)", 100.0)
-    '…ion (BertAttention)'
+    '…n (BertAttention)'
     """
     fits = max(int(width / BOX_TITLE_CHAR), 1)
     return title if len(title) <= fits else "\u2026" + title[len(title) - fits + 1 :]
