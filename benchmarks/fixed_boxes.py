@@ -84,9 +84,9 @@ def measure(name: str, graph: AutogradGraph, repeat: int, render: bool) -> List[
     drawn = shown_graph(split_shared_leaves(graph))
     timings = {}
     for clusters in (False, True):
-        timings[("positions", clusters)] = best_time(lambda: fixed_layout_lines(drawn, clusters=clusters), repeat)
+        timings[("positions", clusters)] = best_time(lambda c=clusters: fixed_layout_lines(drawn, clusters=c), repeat)
         timings[("lay_out", clusters)] = best_time(
-            lambda: lay_out(graph, layout="fixed", fold_repeated=False, clusters=clusters), repeat
+            lambda c=clusters: lay_out(graph, layout="fixed", fold_repeated=False, clusters=c), repeat
         )
     boxes = sum(line.startswith("\tsubgraph cluster_m") for line in fixed_layout_lines(drawn, clusters=True))
     rows = []
