@@ -376,6 +376,15 @@ COMPACT_CLUSTERED_GRAPH_LINE = f"\tgraph [{attr_list(dict(CLUSTERED_GRAPH_ATTRS,
 STACKING_EDGE_END = f" [{attr_list(STACKING_EDGE_ATTRS)}]\n"
 
 
+def cluster_title(module: ModuleInfo) -> str:
+    """The title of a module's box: ``path (TypeName)``, as both layouts write it.
+
+    >>> cluster_title(ModuleInfo("encoder.layer.0", "BertLayer"))
+    'encoder.layer.0 (BertLayer)'
+    """
+    return f"{module.path} ({module.type_name})" if module.type_name else module.path
+
+
 def _cluster_lines(
     columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer", compact: bool = False
 ) -> list[str]:
@@ -428,8 +437,7 @@ def _cluster_lines(
         if path is None:
             lines.append(indent + "}\n")
             continue
-        module = modules[index[path]]
-        title = f"{module.path} ({module.type_name})" if module.type_name else module.path
+        title = cluster_title(modules[index[path]])
         lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
         lines.append(f"{indent}\tgraph [{before_title}{quote(title)}{after_title}]\n")
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
