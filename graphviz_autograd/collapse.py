@@ -327,7 +327,12 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
                 run.append(children[k + len(run)])
             k += len(run)
             expanded = depth is None or run[0].count(".") < depth
-            chained = len(run) > 1 and expanded and _each_feeds_the_next(run, under, targets)
+            chained = (
+                len(run) > 1
+                and expanded
+                and _each_feeds_the_next(run, under, targets)
+                and not _reenters(run, under, targets)
+            )
             matches = _match_blocks(run, under) if chained else None
             if matches is None:
                 pending.extend(run)
@@ -378,6 +383,22 @@ def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: 
         if not any(targets.get(n.id, set()) & below for n in under[upper]):
             return False
     return True
+
+
+def _reenters(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
+    """Whether a path leaves the blocks of ``run`` and comes back into them (a residual
+    add recorded outside its block): folded into the first block, it would be a cycle."""
+    inside = {n.id for path in run for n in under[path]}
+    pending = [t for node_id in inside for t in targets.get(node_id, ()) if t not in inside]
+    seen = set(pending)
+    while pending:
+        for target in targets.get(pending.pop(), ()):
+            if target in inside:
+                return True
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return False
 
 
 def _short(path: str, parent: str) -> str:

@@ -65,3 +65,36 @@ def test_blocks_that_differ_are_not_folded(gpt2_graph):
                     for i, m in enumerate(graph.modules))
     changed = type(graph)(graph.nodes, graph.edges, graph.params_given, modules)
     assert len(fold_to_representative(changed).nodes) == len(graph.nodes)
+
+
+def residual_blocks(add_outside: bool):
+    """Three alike blocks of two ops each; between blocks, an add that is recorded
+    outside them (module '') when ``add_outside``, as a residual ``+=`` can be."""
+    from graphviz_autograd.graph import OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
+
+    nodes = [Node("n0", OUTPUT, "y")]
+    edges = []
+    below = "n0"
+    for block in (2, 1, 0):
+        add = Node(f"n{len(nodes)}", OP, "AddBackward0", module="" if add_outside else f"h.{block}")
+        nodes.append(add)
+        edges.append(Edge(add.id, below))
+        relu = Node(f"n{len(nodes)}", OP, "ReluBackward0", module=f"h.{block}")
+        nodes.append(relu)
+        edges.append(Edge(relu.id, add.id))
+        mm = Node(f"n{len(nodes)}", OP, "MmBackward0", module=f"h.{block}")
+        nodes.append(mm)
+        edges.append(Edge(mm.id, relu.id))
+        edges.append(Edge(mm.id, add.id))
+        if below != "n0":
+            edges.append(Edge(relu.id, below))  # the block also feeds the next one directly
+        below = mm.id
+    modules = (ModuleInfo("", "Net"), ModuleInfo("h", "Sequential"), *(ModuleInfo(f"h.{i}", "Block") for i in range(3)))
+    return AutogradGraph(tuple(nodes), tuple(edges), modules=modules)
+
+
+def test_blocks_joined_by_an_add_outside_them_are_not_folded_into_a_cycle():
+    folded = fold_to_representative(residual_blocks(add_outside=False))
+    assert len(folded.nodes) < len(residual_blocks(add_outside=False).nodes)  # alike blocks fold
+    outside = residual_blocks(add_outside=True)
+    assert fold_to_representative(outside) == outside  # folding would feed block 0 from itself
