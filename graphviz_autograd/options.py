@@ -43,6 +43,9 @@ class DrawOptions:
     ``layout`` and ``layout_budget`` choose how the graph is laid out (read by
     ``make_dot``/``render``; the DOT writer ignores them), ``depth`` and
     ``fold_repeated`` how far a recorded graph is collapsed before it is drawn.
+    ``junctions`` draws an output read by many ops far below as one trunk with a
+    branch to each (see :mod:`graphviz_autograd.junctions`); False draws each read
+    as its own edge.
     """
 
     show_attrs: bool = False
@@ -60,12 +63,13 @@ class DrawOptions:
     fold_repeated: bool = True
     layout: str = "dot"
     layout_budget: float = DEFAULT_LAYOUT_BUDGET
+    junctions: bool = True
 
     def __post_init__(self) -> None:
         chars = self.max_attr_chars
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
             raise OptionError(f"max_attr_chars must be a positive integer; got {chars!r}.")
-        for name in ("clusters", "show_shapes", "fold_repeated"):
+        for name in ("clusters", "show_shapes", "fold_repeated", "junctions"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OptionError(f"{name} must be True or False; got {value!r}.")
@@ -96,7 +100,7 @@ def draw_options(options: Optional[DrawOptions] = None, **changes: Any) -> DrawO
     >>> draw_options(colour="red")
     Traceback (most recent call last):
     ...
-    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget.
+    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, junctions.
     """
     base = options if options is not None else _DEFAULTS
     if not changes:
