@@ -49,6 +49,10 @@ from .style import JOIN_OF, TRUNK_OF
 # Four: an output read two or three times is drawn as it always was, as in every
 # drawing of the project's golden files; DenseNet's feature maps are read up to 24 times.
 MIN_LONG_READS = 4
+# Past this many nodes ``dot`` needs over an hour on any graph, long edges or not
+# (``layout.estimate_layout_seconds``): junctions cannot bring it within reach, and
+# looking for them would only slow the writing of a big graph's DOT.
+MAX_NODES = 250_000
 
 
 class Junction(NamedTuple):
@@ -100,10 +104,14 @@ def plan_junctions(count: int, links: Sequence[tuple], min_long_reads: int = MIN
 
     Linear in the edges, but for sorting the reads of the outputs that get a trunk.
     """
-    if not links:
+    if not links or count > MAX_NODES:
         return None
-    # Most graphs have no output read that often: one count over the edges tells.
-    read_counts = Counter(map(itemgetter(0), links))
+    # Most graphs have no output read that often. Each output read n times is n - 1
+    # edges more than the outputs read: a set tells, in half the time of a count.
+    sources = list(map(itemgetter(0), links))
+    if len(sources) - len(set(sources)) < min_long_reads - 1:
+        return None
+    read_counts = Counter(sources)
     if max(read_counts.values()) < min_long_reads:
         return None
     candidates = {source for source, reads in read_counts.items() if reads >= min_long_reads}
@@ -154,8 +162,10 @@ class _Planner:
         shared_rest = _shared_rest([links[position][2] for position in positions])
         plain = (kind, None, None)
         # A branch: (target, rest); a trunk's reads of one shape write it once, on the trunk.
+        # Sorted by reader alone: rests need not compare (a shape may be None in one, a tuple in another).
         branches = [
-            tuple(sorted((links[p][1], plain if shared_rest is not None else links[p][2]) for p in band)) for band in bands
+            tuple(sorted(((links[p][1], plain if shared_rest is not None else links[p][2]) for p in band), key=itemgetter(0)))
+            for band in bands
         ]
         below: Optional[int] = None
         first_new = len(bands)
@@ -184,7 +194,10 @@ class _Planner:
         # The output joins at its first junction; a shape shared by all its reads rides there.
         join = JOIN_OF[kind]
         edges = [(source, count + first, (join, *shared_rest[1:]) if shared_rest is not None else (join, None, None))]
-        edges.extend((count + index, count + made[index][5], (trunk, None, None)) for index in range(top, top + first_new) if made[index][5] is not None)
+        for index in range(top, top + first_new):  # each new junction on to the next
+            after = made[index][5]
+            if after is not None:
+                edges.append((count + index, count + after, (trunk, None, None)))
         self.trunk_at[min(positions)] = edges
         self.through.update(positions)
         self.trunked.add(source)

@@ -285,3 +285,11 @@ def test_the_command_line_draws_junctions_unless_told_not_to(tmp_path):
     with_junctions, without = sources[()], sources[("--no-junctions",)]
     assert junction_ids(with_junctions) and not junction_ids(without)
     assert reads_drawn(with_junctions) == Counter((s, t) for s, t, _ in drawn_edges(without))
+
+
+def test_a_graph_too_big_for_dot_however_drawn_is_not_searched_for_junctions(monkeypatch):
+    from graphviz_autograd import junctions
+
+    graph = dense_block()
+    monkeypatch.setattr(junctions, "MAX_NODES", len(graph.nodes) - 1)
+    assert not junction_ids(to_dot(graph))
