@@ -68,6 +68,7 @@ def make_dot(
     split_shared: bool = True,
     layout: LayoutName = "dot",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
+    junctions: bool = True,
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -108,6 +109,9 @@ def make_dot(
     is ``"dot"`` (Graphviz lays it out), ``"fixed"`` (our layered layout: every
     node pinned, the result drawn by ``neato``, fast for any size) or ``"auto"``
     (``dot`` unless it would take longer than ``layout_budget`` seconds).
+    ``junctions`` draws an output read by many ops far below it (DenseNet's
+    feature maps) as one line with a branch to each reader, which keeps ``dot``
+    fast; False draws each read as its own edge.
 
     >>> import torch
     >>> w = torch.nn.Parameter(torch.ones(2))
@@ -132,6 +136,7 @@ def make_dot(
         fold_repeated=fold_repeated,
         layout=layout,
         layout_budget=layout_budget,
+        junctions=junctions,
     )
     if params is None and recorder is not None:
         params = recorder.model

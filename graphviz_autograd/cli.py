@@ -171,6 +171,11 @@ def main() -> None:
 @click.option("--no-clusters", is_flag=True, help="Do not draw modules as boxes around their nodes.")
 @click.option("--shapes", is_flag=True, help="Write the tensor shape on each edge.")
 @click.option(
+    "--no-junctions",
+    is_flag=True,
+    help="Draw each read of an output as its own edge, even where many ops far below read it.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -205,6 +210,7 @@ def render(
     no_fold: bool,
     no_clusters: bool,
     shapes: bool,
+    no_junctions: bool,
     timeout: float,
     no_record: bool,
     quiet: bool,
@@ -253,6 +259,7 @@ def render(
             fold_repeated=not no_fold,
             layout=layout,
             layout_budget=layout_budget,
+            junctions=not no_junctions,
         )
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Iterable, Optional
+from collections import Counter
+from typing import Iterable, Optional, Sequence
 
 from .graph import ACCUMULATE_GRAD, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
 
@@ -308,3 +309,23 @@ def _describe_module(node: Node) -> list[str]:
     if node.module:
         lines.append(f"inside: {node.module}")
     return lines
+
+
+def junction_lines(sources: Sequence[tuple[str, str]], here: int, further: int) -> list[str]:
+    """The tooltip lines of a junction that the outputs of ``sources`` (each a node's kind
+    and label) run through: ``here`` ops read them from this point, ``further`` from points below.
+
+    >>> junction_lines([("op", "ConvolutionBackward0")], 2, 5)
+    ['junction: the output of ConvolutionBackward0 branches here', 'read by 2 ops here and 5 further down']
+    >>> junction_lines([("op", "CatBackward0"), ("op", "ReluBackward0"), ("op", "CatBackward0")], 1, 0)
+    ['junction: the outputs of 3 nodes (2 CatBackward0, ReluBackward0) branch here', 'each read by 1 op here']
+    """
+    names = [label or ("no grad" if kind == NO_GRAD else tensor_headline(kind, "")) for kind, label in sources]
+    reads = f"read by {plural(here, 'op')} here"
+    if further:
+        reads += f" and {further} further down"
+    if len(names) == 1:
+        return [f"junction: the output of {names[0]} branches here", reads]
+    counted = Counter(names)
+    listed = ", ".join(name if times == 1 else f"{times} {name}" for name, times in counted.items())
+    return [f"junction: the outputs of {len(names)} nodes ({listed}) branch here", f"each {reads}"]

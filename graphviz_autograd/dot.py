@@ -25,7 +25,7 @@ from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
-from .describe import describe, module_label_lines, shape_text, tensor_headline
+from .describe import describe, junction_lines, module_label_lines, shape_text, tensor_headline
 from .graph import (
     ACCUMULATE_GRAD,
     DATA,
@@ -45,13 +45,16 @@ from .graph import (
     new_record,
     cut_location,
 )
+from .junctions import Rerouted, plan_junctions
 from .stacking import stacking_edges
 from .style import (
     CLUSTER_ATTRS,
     CLUSTERED_GRAPH_ATTRS,
+    DATA_JOIN,
     EDGE_LABEL_ATTRS,
     EDGE_STYLES,
     GRAPH_ATTRS,
+    JUNCTION_ATTRS,
     LEGEND_TEXT,
     NODE_DEFAULTS,
     STACKING_EDGE_ATTRS,
@@ -259,6 +262,8 @@ def body_lines(
     drawn as without it). ``show_shapes`` writes the shape of the tensor along each
     data edge that knows it. ``split_shared`` draws a parameter used more than a few
     times once per use (see :func:`graphviz_autograd.views.split_shared_leaves`).
+    ``junctions`` draws an output read by many ops far below it as a trunk with a
+    branch to each (see :mod:`graphviz_autograd.junctions`).
     ``depth`` and the layout options are not read here: the caller collapses and lays out.
     Every node has a tooltip (shown in SVG) saying what its short label leaves out.
 
@@ -306,21 +311,52 @@ def _body_pieces(
     run_length = join_every
     in_runs = run_length > 0
     columns = writer.columns
+    rerouted = plan_junctions(len(writer.ids), columns.links) if options.junctions else None
+    junctions = _junction_lines(columns, rerouted) if rerouted is not None else []
     if clusters and graph.modules:
-        yield from _cluster_lines(columns, graph.modules, writer, options.compact)
+        yield from _cluster_lines(columns, graph.modules, writer, options.compact, rerouted, junctions)
     elif in_runs:
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
         yield from ("".join(writer.node_lines(range(i, min(i + run_length, count)))) for i in range(0, count, run_length))
+        yield from (line for _, line in junctions)
     else:
         yield from writer.node_lines(range(len(columns.contents)))
+        yield from (line for _, line in junctions)
+    if rerouted is not None:
+        columns = Columns(writer.ids + [junction_id for junction_id, _ in junctions], columns.contents, rerouted.links)
     if in_runs:
         count = len(columns.links)
         yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
     else:
         yield from _edge_lines(columns, show_shapes)
     yield from tail
+
+
+def _junction_lines(columns: Columns, rerouted: Rerouted) -> list[tuple[str, str]]:
+    """(id, line) of each junction of ``rerouted``: a point named after the first node whose
+    output runs through it, ``n12_j0``, with a tooltip saying whose outputs branch there."""
+    ids = columns.ids
+    assert ids is not None
+    # A hand-built graph may hold any id: the junctions' ids take a suffix none of them has.
+    taken = set(ids)
+    suffix = "_j"
+    while any(f"{ids[j.owner]}{suffix}{j.number}" in taken for j in rerouted.junctions):
+        suffix += "j"
+    contents = columns.contents
+
+    def kind_and_label(index: int) -> tuple[str, str]:
+        return (contents[index][0], contents[index][1]) if index < len(contents) else ("", ids[index])
+
+    lines = []
+    for junction in rerouted.junctions:
+        attrs = dict(JUNCTION_ATTRS[junction.kind])
+        sources = [kind_and_label(source) for source in junction.sources]
+        attrs["tooltip"] = tooltip_value(junction_lines(sources, len(junction.reads), junction.further))
+        junction_id = f"{ids[junction.owner]}{suffix}{junction.number}"
+        lines.append((junction_id, f"\t{junction_id} [{attr_list(attrs, quoted=('tooltip',))}]\n"))
+    return lines
 
 
 def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
@@ -355,16 +391,17 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
     if not show_shapes:
         # Indexing is faster than attribute reads on a million edges.
         return [f"\t{ids[s]} -> {ids[t]}{line_ends[rest[0]]}" for s, t, rest in links]
-    shaped: dict[tuple, str] = {}  # (shape, dtype) -> line end; a big graph repeats a few shapes
+    shaped: dict[tuple, str] = {}  # (kind, shape, dtype) -> line end; a big graph repeats a few shapes
     lines = []
     for s, t, rest in links:
-        if rest[0] != DATA or rest[1] is None:
-            lines.append(f"\t{ids[s]} -> {ids[t]}{line_ends[rest[0]]}")
+        kind = rest[0]
+        if (kind != DATA and kind != DATA_JOIN) or rest[1] is None:
+            lines.append(f"\t{ids[s]} -> {ids[t]}{line_ends[kind]}")
             continue
-        key = (rest[1], rest[2])
+        key = (kind, rest[1], rest[2])
         end = shaped.get(key)
         if end is None:
-            attrs = dict(EDGE_STYLES[DATA], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
+            attrs = dict(EDGE_STYLES[kind], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
             end = shaped[key] = f" [{attr_list(attrs)}]\n"
         lines.append(f"\t{ids[s]} -> {ids[t]}{end}")
     return lines
@@ -386,13 +423,21 @@ def cluster_title(module: ModuleInfo) -> str:
 
 
 def _cluster_lines(
-    columns: Columns, modules: tuple[ModuleInfo, ...], writer: "_Writer", compact: bool = False
+    columns: Columns,
+    modules: tuple[ModuleInfo, ...],
+    writer: "_Writer",
+    compact: bool = False,
+    rerouted: Optional[Rerouted] = None,
+    junctions: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """Nodes of the model itself first, then one nested cluster per module that holds any node.
 
     A node sits in the cluster of its ``module`` (or of the nearest listed module
     above it). Clusters come in the order of ``modules`` and are named from their
-    index there, never from a module's name.
+    index there, never from a module's name. A junction (``junctions``: id and
+    line of each of ``rerouted.junctions``) sits in the innermost cluster around
+    both its source and the ops it feeds, so that a trunk runs beside the boxes
+    of the layers it feeds rather than through them.
     """
     index = {m.path: i for i, m in enumerate(modules)}
     placed: dict[str, str] = {}  # a node's module -> the listed module whose cluster holds it
@@ -412,6 +457,14 @@ def _cluster_lines(
         by_module.setdefault(cluster, []).append(i)
         box_of.append(cluster)
 
+    junctions_in: dict[str, list[str]] = {}  # cluster -> lines of the junctions in it
+    if rerouted is not None:
+        outer = lambda path: listed(path.rpartition(".")[0])  # noqa: E731
+        for junction, (_, line) in zip(rerouted.junctions, junctions):
+            ends = [*junction.sources, *junction.reads]
+            box = _innermost_common_box([box_of[i] if i < len(box_of) else "" for i in ends], outer)
+            junctions_in.setdefault(box, []).append(line)
+
     used = set()  # clusters holding a node, directly or below
     for path in by_module:
         while path and path not in used:
@@ -427,6 +480,7 @@ def _cluster_lines(
     # boxes of a model stack in one column (see graphviz_autograd.stacking).
     lines = [COMPACT_CLUSTERED_GRAPH_LINE if compact else CLUSTERED_GRAPH_LINE]
     lines.extend(writer.node_lines(by_module.get("", ())))
+    lines.extend(junctions_in.get("", ()))
     # Every cluster has the same attributes but its title: sorted and quoted once.
     before_title, after_title = _around_label(CLUSTER_ATTRS)
     # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
@@ -441,6 +495,7 @@ def _cluster_lines(
         lines.append(f"{indent}subgraph cluster_m{index[path]} {{\n")
         lines.append(f"{indent}\tgraph [{before_title}{quote(title)}{after_title}]\n")
         lines.extend(indent + line for line in writer.node_lines(by_module.get(path, ())))
+        lines.extend(indent + line for line in junctions_in.get(path, ()))
         stack.append((None, depth))
         stack.extend((child, depth + 1) for child in reversed(children.get(path, [])))
     ids = columns.ids
@@ -450,6 +505,25 @@ def _cluster_lines(
         for upper, source in stacking_edges(columns.links, box_of, lambda path: listed(path.rpartition(".")[0]))
     )
     return lines
+
+
+def _innermost_common_box(boxes: Sequence[str], outer: Callable[[str], str]) -> str:
+    """The innermost cluster around every one of ``boxes`` ('' for none but the graph);
+    ``outer(path)`` is the cluster around ``path``."""
+    around = []  # the clusters around the first box, innermost first
+    path = boxes[0]
+    while path:
+        around.append(path)
+        path = outer(path)
+    common = 0  # index in ``around`` of the innermost cluster around all boxes so far
+    for box in set(boxes[1:]):
+        path = box
+        while path and (path not in around or around.index(path) < common):
+            path = outer(path)
+        if not path:
+            return ""
+        common = around.index(path)
+    return around[common] if around else ""
 
 
 class _Writer:

@@ -47,8 +47,11 @@ Position = Tuple[float, float]
 # --- dot or the fixed layout -----------------------------------------------------------
 
 
-def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET) -> Tuple[str, str]:
-    """How to lay out ``graph`` (as drawn): ``("dot" or "fixed", note)``.
+def choose_layout(
+    graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET, junctions: bool = True
+) -> Tuple[str, str]:
+    """How to lay out ``graph`` (as drawn, with junctions unless ``junctions`` is False):
+    ``("dot" or "fixed", note)``.
 
     The one place that decides. ``layout="dot"`` and ``"fixed"`` are taken as
     asked; ``"auto"`` picks ``dot`` unless :func:`estimate_layout_seconds` is over
@@ -66,7 +69,7 @@ def choose_layout(graph: AutogradGraph, layout: str = "auto", budget: float = DE
         raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
     if layout != "auto":
         return layout, ""
-    estimate = estimate_layout_seconds(graph)
+    estimate = estimate_layout_seconds(graph, junctions)
     if estimate <= budget:
         return "dot", ""
     return "fixed", (
@@ -926,13 +929,16 @@ def lay_out(
     # Split once here: the fixed layout places the same copies the DOT draws.
     if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    lines = body_lines(graph, options.replace(split_shared=False), node_styles=node_styles, notes=notes)
+    options = options.replace(split_shared=False)
     if options.layout == "dot":
-        return LaidOut(lines, "dot", "")
+        return LaidOut(body_lines(graph, options, node_styles=node_styles, notes=notes), "dot", "")
     drawn = shown_graph(graph, options.show_no_grad, options.show_saved)
-    chosen, note = choose_layout(drawn, options.layout, options.layout_budget)
+    chosen, note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)
     if chosen == "dot":
-        return LaidOut(lines, "dot", note)
+        return LaidOut(body_lines(graph, options, node_styles=node_styles, notes=notes), "dot", note)
+    # The fixed layout draws each read as a straight edge, at no cost for long
+    # ones: junctions, which are for dot, are left out (they have no place there).
+    lines = body_lines(graph, options.replace(junctions=False), node_styles=node_styles, notes=notes)
     legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
     lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds, options.clusters))
     return LaidOut(lines, "neato", note)

@@ -67,6 +67,9 @@ class DrawOptions:
     all; see :func:`graphviz_autograd.page.fit_to_page`). ``compact`` sets the
     ranks closer together (Graphviz's ``ranksep``), as is done for a graph too
     long for a page.
+    ``junctions`` draws an output read by many ops far below as one trunk with a
+    branch to each (see :mod:`graphviz_autograd.junctions`); False draws each read
+    as its own edge.
     """
 
     show_attrs: bool = False
@@ -85,12 +88,13 @@ class DrawOptions:
     layout: str = "dot"
     layout_budget: float = DEFAULT_LAYOUT_BUDGET
     compact: bool = False
+    junctions: bool = True
 
     def __post_init__(self) -> None:
         chars = self.max_attr_chars
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
             raise OptionError(f"max_attr_chars must be a positive integer; got {chars!r}.")
-        for name in ("clusters", "show_shapes", "fold_repeated", "compact"):
+        for name in ("clusters", "show_shapes", "fold_repeated", "compact", "junctions"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise OptionError(f"{name} must be True or False; got {value!r}.")
@@ -120,7 +124,7 @@ def draw_options(options: Optional[DrawOptions] = None, **changes: Any) -> DrawO
     >>> draw_options(colour="red")
     Traceback (most recent call last):
     ...
-    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, compact.
+    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, compact, junctions.
     """
     base = options if options is not None else _DEFAULTS
     if not changes:

@@ -66,10 +66,35 @@ NODE_STYLES: dict[str, dict[str, str]] = {
     MODULE: {"fillcolor": "lemonchiffon", "style": "filled,rounded"},
 }
 
+# Kinds of edge that only a drawing has (see graphviz_autograd.junctions): an
+# output joining the trunk that carries it to the ops reading it, and the trunk
+# from one junction to the next. Drawn as the edge they stand for, without an
+# arrowhead: the arrows are at the ops that read the output. A trunk's weight
+# keeps it straight, so that it reads as one line; a joining edge weighs nothing,
+# so that each junction sits just above the ops it feeds (a weight pulling it up
+# towards the outputs joining it would leave long branches).
+DATA_JOIN = "data_join"
+CUT_JOIN = "no_grad_join"
+DATA_TRUNK = "data_trunk"
+CUT_TRUNK = "no_grad_trunk"
+JOIN_OF = {DATA: DATA_JOIN, CUT: CUT_JOIN}
+TRUNK_OF = {DATA: DATA_TRUNK, CUT: CUT_TRUNK}
+
 EDGE_STYLES: dict[str, dict[str, str]] = {
     DATA: {},
     CUT: {"color": "gray40", "style": "dashed"},
     SAVED_BY: {"dir": "none", "style": "dotted"},
+    DATA_JOIN: {"arrowhead": "none", "weight": "0"},
+    CUT_JOIN: {"arrowhead": "none", "color": "gray40", "style": "dashed", "weight": "0"},
+    DATA_TRUNK: {"arrowhead": "none", "weight": "4"},
+    CUT_TRUNK: {"arrowhead": "none", "color": "gray40", "style": "dashed", "weight": "4"},
+}
+
+# A junction: a dot where one output branches to the ops that read it, coloured as
+# the edges through it (graphviz_autograd.junctions).
+JUNCTION_ATTRS: dict[str, dict[str, str]] = {
+    DATA: {"height": "0.04", "shape": "point", "width": "0.04"},
+    CUT: {"color": "gray40", "height": "0.04", "shape": "point", "width": "0.04"},
 }
 
 # What the legend says of each node kind.

@@ -19,6 +19,7 @@ LAYERS = [
     "collapse",
     "views",
     "stacking",
+    "junctions",
     "structure",
     "options",
     "page",

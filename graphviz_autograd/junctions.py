@@ -1,0 +1,277 @@
+"""Junctions: an output read by many ops far below drawn as one trunk with branches.
+
+Graphviz ``dot`` puts a virtual node on every rank an edge crosses, and orders
+and places those as it does real nodes. Where one op's output is read by many
+ops far below it (each feature map of a DenseNet block is concatenated again
+in every later layer; a mask is read by every layer of a transformer), the
+reads are many long edges side by side: DenseNet-121's 1,282 nodes get 26,852
+virtual ones, and ``dot`` spends seconds to minutes on them.
+
+Drawn through junctions, such an output runs down one trunk instead: a chain of
+small points, one just above each rank where ops read it, with a short branch
+from each point to each op that reads it there. Every read is still drawn, as
+the path ``source -> junction -> ... -> junction -> op``, with its arrowhead at
+the op alone (see ``style.JOIN_OF`` and ``style.TRUNK_OF``). ``dot`` then sees one
+long line per output instead of one per read. Outputs read by the same ops
+from some point down share the rest of their trunks (see :func:`plan_junctions`):
+a DenseNet block is drawn with one bus that each feature map joins and each
+concatenation reads, as the paper draws it.
+
+A source gets a trunk for the reads of one kind (data, or no gradient) when at
+least :data:`MIN_LONG_READS` of them are long, crossing a rank on their way;
+reads on the rank right below stay direct edges, as do all the reads of an
+output read fewer times. Ranks are counted as :func:`graphviz_autograd.layout.rank_widths`
+counts them: the longest path down to a node that feeds nothing.
+
+Plain computation on edges by node index (``Columns.links``); the DOT writer
+(:mod:`graphviz_autograd.dot`) names and draws the junctions.
+
+>>> from graphviz_autograd.graph import DATA
+>>> # node 0 is read by ops 2, 4, 6 and 8, each at the end of a chain from the one before
+>>> links = [(i, i + 1, (DATA, None, None)) for i in range(8)] + [(0, i, (DATA, None, None)) for i in (2, 4, 6, 8)]
+>>> found = plan_junctions(9, links)
+>>> [(j.sources, j.reads, j.further) for j in found.junctions]
+[((0,), (2,), 3), ((0,), (4,), 2), ((0,), (6,), 1), ((0,), (8,), 0)]
+>>> found.links[8:13]  # 0 joins its trunk 9 -> 10 -> 11 -> 12 where its first read was, then a branch
+[(0, 9, ('data_join', None, None)), (9, 10, ('data_trunk', None, None)), (10, 11, ('data_trunk', None, None)), (11, 12, ('data_trunk', None, None)), (9, 2, ('data', None, None))]
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from operator import itemgetter
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from .stacking import longest_path_ranks
+from .style import JOIN_OF, TRUNK_OF
+
+# Long reads of one output (of one edge kind) from which they go through junctions.
+# Four: an output read two or three times is drawn as it always was, as in every
+# drawing of the project's golden files; DenseNet's feature maps are read up to 24 times.
+MIN_LONG_READS = 4
+# Past this many nodes ``dot`` needs over an hour on any graph, long edges or not
+# (``layout.estimate_layout_seconds``): junctions cannot bring it within reach, and
+# looking for them would only slow the writing of a big graph's DOT.
+MAX_NODES = 250_000
+
+
+class Junction(NamedTuple):
+    """A point on a trunk where ``reads`` (node indices of the ops fed here) branch off.
+
+    ``sources`` are the nodes whose outputs run through it, ``owner`` the first of
+    them, whose id names it, and ``number`` counts the junctions named after the
+    owner from the top. ``kind`` is the edge kind of the reads (data, or no
+    gradient); ``further`` is how many reads branch off below this junction.
+    """
+
+    owner: int
+    number: int
+    kind: str
+    sources: Tuple[int, ...]
+    reads: Tuple[int, ...]
+    further: int
+
+
+class Rerouted(NamedTuple):
+    """Edges drawn through junctions: junction ``k`` is node ``node_count + k``.
+
+    ``links`` holds every edge as ``Columns.links`` does, in order: a read that
+    goes through a junction becomes its branch (from the junction, with the
+    read's own kind, shape and dtype), and the edges of a trunk (the output
+    joining it, ``style.JOIN_OF``, and from junction to junction, ``style.TRUNK_OF``)
+    come just before its first branch. When all the reads through a trunk carry
+    tensors of one shape and dtype, the joining edge carries them and the
+    branches none, so a drawing with shapes writes the shape once; otherwise
+    each branch keeps its own.
+    """
+
+    node_count: int
+    junctions: List[Junction]
+    links: List[tuple]
+
+
+def plan_junctions(count: int, links: Sequence[tuple], min_long_reads: int = MIN_LONG_READS) -> Optional[Rerouted]:
+    """The junctions that carry long reads of one output, for a graph of ``count`` nodes
+    with edges ``links`` (``(source, target, (kind, shape, dtype))`` by node index); None
+    when no output is read ``min_long_reads`` times far enough below it.
+
+    Trunks share their ends: where the outputs of several nodes are read by the
+    same ops, in the same ranks, all the way down (every later layer of a
+    DenseNet block reads every earlier feature map), their trunks join and run
+    on as one, a bus. A junction is shared only so: each output that runs
+    through it is read by every op that branches off it or below it, so every
+    path drawn is a read, and every read is drawn.
+
+    Linear in the edges, but for sorting the reads of the outputs that get a trunk.
+    """
+    if not links or count > MAX_NODES:
+        return None
+    # Most graphs have no output read that often. Each output read n times is n - 1
+    # edges more than the outputs read: a set tells, in half the time of a count.
+    sources = list(map(itemgetter(0), links))
+    if len(sources) - len(set(sources)) < min_long_reads - 1:
+        return None
+    read_counts = Counter(sources)
+    if max(read_counts.values()) < min_long_reads:
+        return None
+    candidates = {source for source, reads in read_counts.items() if reads >= min_long_reads}
+    rank = longest_path_ranks(count, [(link[0], link[1]) for link in links if link[0] != link[1]])
+    planner = _Planner(count, links, rank)
+    for (source, kind), positions in _long_reads(links, rank, candidates.__contains__).items():
+        if len(positions) >= min_long_reads:
+            planner.add_trunk(source, kind, positions, new_junctions=True)
+    if not planner.made:
+        return None
+    # An output read fewer times joins a bus that already runs past all its readers:
+    # one more line into it, no more points.
+    for (source, kind), positions in _long_reads(links, rank, lambda source: source not in planner.trunked).items():
+        planner.add_trunk(source, kind, positions, new_junctions=False)
+    return planner.rerouted()
+
+
+def _long_reads(links: Sequence[tuple], rank: List[int], wanted: Callable[[int], bool]) -> Dict[Tuple[int, str], List[int]]:
+    """(source, kind) -> positions in ``links`` of the long reads of ``wanted`` sources' outputs,
+    by kinds that can have a trunk: reads that cross a rank on their way."""
+    found: Dict[Tuple[int, str], List[int]] = {}
+    for position, (source, target, rest) in enumerate(links):
+        if rest[0] in TRUNK_OF and rank[source] - rank[target] >= 2 and wanted(source):
+            found.setdefault((source, rest[0]), []).append(position)
+    return found
+
+
+class _Planner:
+    """Junctions made so far, and the edges that replace the reads through them."""
+
+    def __init__(self, count: int, links: Sequence[tuple], rank: List[int]):
+        self.count, self.links, self.rank = count, links, rank
+        # Each junction as [owner, number, kind, sources, branches, next junction or None].
+        self.made: List[list] = []
+        self.known: Dict[tuple, int] = {}  # (kind, branches, next junction) -> the junction
+        self.trunk_at: Dict[int, List[tuple]] = {}  # position of a trunk's first read -> the edges written there
+        self.branch_at: Dict[int, tuple] = {}  # position of a read through a new junction -> its branch
+        self.through: set = set()  # positions of the reads drawn through junctions
+        self.trunked: set = set()  # sources with a trunk
+        self.numbers: Counter = Counter()  # owner -> junctions named after it so far
+
+    def add_trunk(self, source: int, kind: str, positions: List[int], new_junctions: bool) -> None:
+        """Draw the reads at ``positions`` (of ``source``'s output, of edge ``kind``) through
+        junctions: shared ones from the bottom up as far as they go, new ones above them
+        (when ``new_junctions``; otherwise only when none is needed)."""
+        links, made, count = self.links, self.made, self.count
+        bands = _bands(positions, links, self.rank)
+        shared_rest = _shared_rest([links[position][2] for position in positions])
+        plain = (kind, None, None)
+        # A branch: (target, rest); a trunk's reads of one shape write it once, on the trunk.
+        # Sorted by reader alone: rests need not compare (a shape may be None in one, a tuple in another).
+        branches = [
+            tuple(sorted(((links[p][1], plain if shared_rest is not None else links[p][2]) for p in band), key=itemgetter(0)))
+            for band in bands
+        ]
+        below: Optional[int] = None
+        first_new = len(bands)
+        shareable = _hashable(tuple(branches))
+        while shareable and first_new > 0:
+            found = self.known.get((kind, branches[first_new - 1], below))
+            if found is None:
+                break
+            first_new -= 1
+            below = found
+        if first_new and not new_junctions:
+            return
+        trunk = TRUNK_OF[kind]
+        top = len(made)  # the first new junction, if any; numbered from the top
+        for band in range(first_new):
+            after = top + band + 1 if band + 1 < first_new else below
+            made.append([source, self.numbers[source], kind, [], branches[band], after])
+            self.numbers[source] += 1
+            if shareable:
+                self.known[(kind, branches[band], after)] = top + band
+            for position in bands[band]:
+                target, rest = links[position][1], links[position][2]
+                self.branch_at[position] = (count + top + band, target, plain if shared_rest is not None else rest)
+        first = top if first_new else below
+        assert first is not None  # a trunk has a band
+        # The output joins at its first junction; a shape shared by all its reads rides there.
+        join = JOIN_OF[kind]
+        edges = [(source, count + first, (join, *shared_rest[1:]) if shared_rest is not None else (join, None, None))]
+        for index in range(top, top + first_new):  # each new junction on to the next
+            after = made[index][5]
+            if after is not None:
+                edges.append((count + index, count + after, (trunk, None, None)))
+        self.trunk_at[min(positions)] = edges
+        self.through.update(positions)
+        self.trunked.add(source)
+        at: Optional[int] = first
+        while at is not None:
+            made[at][3].append(source)
+            at = made[at][5]
+
+    def rerouted(self) -> Rerouted:
+        rerouted: List[tuple] = []
+        for position, link in enumerate(self.links):
+            rerouted.extend(self.trunk_at.get(position, ()))
+            if position in self.through:
+                branch = self.branch_at.get(position)  # a read through a shared junction has its branch already
+                if branch is not None:
+                    rerouted.append(branch)
+            else:
+                rerouted.append(link)
+        made = self.made
+        further = [0] * len(made)
+        for index in _bottom_up(made):
+            below = made[index][5]
+            further[index] = 0 if below is None else further[below] + len(made[below][4])
+        junctions = [
+            Junction(owner, number, kind, tuple(sources), tuple(target for target, _ in branches), further[index])
+            for index, (owner, number, kind, sources, branches, _) in enumerate(made)
+        ]
+        return Rerouted(self.count, junctions, rerouted)
+
+
+def _bands(positions: List[int], links: Sequence[tuple], rank: List[int]) -> List[List[int]]:
+    """The reads at ``positions`` in ``links`` grouped by the rank of the op reading, top first,
+    in the order of their edges within a rank."""
+    ordered = sorted(positions, key=lambda position: -rank[links[position][1]])
+    bands: List[List[int]] = []
+    for position in ordered:
+        if bands and rank[links[bands[-1][0]][1]] == rank[links[position][1]]:
+            bands[-1].append(position)
+        else:
+            bands.append([position])
+    return bands
+
+
+def _bottom_up(made: List[list]) -> List[int]:
+    """Junction indices, each after the junction below it (its next)."""
+    order: List[int] = []
+    done = [False] * len(made)
+    for start in range(len(made)):
+        chain = []
+        at: Optional[int] = start
+        while at is not None and not done[at]:
+            chain.append(at)
+            at = made[at][5]
+        for index in reversed(chain):
+            done[index] = True
+            order.append(index)
+    return order
+
+
+def _hashable(value: object) -> bool:
+    """Whether ``value`` can be a key: a hand-built edge's shape may be a list."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _shared_rest(rests: List[tuple]) -> Optional[tuple]:
+    """The one ``(kind, shape, dtype)`` all ``rests`` have when it has a shape; None otherwise."""
+    first = rests[0]
+    if len(first) < 2 or first[1] is None:
+        return None
+    try:
+        return first if len(set(rests)) == 1 else None
+    except TypeError:  # a hand-built edge whose shape is a list
+        return None
