@@ -76,8 +76,8 @@ def estimate_layout_seconds(graph: AutogradGraph, junctions: bool = True) -> flo
     many ops far below is one trunk of points with short branches, not one long
     edge per read (:mod:`graphviz_autograd.junctions`). DenseNet-121 then has 58
     junctions and a few hundred virtual nodes, and is guessed at 0.3 s instead of
-    9 s; ``dot`` takes 0.4 s without module boxes and 0.7 s with them (15 to 24 s
-    without junctions).
+    9 s; ``dot`` takes 0.4 to 0.5 s without module boxes and 0.7 to 0.8 s with them
+    (15 to 27 s without junctions).
 
     >>> from graphviz_autograd.graph import AutogradGraph, Node
     >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
