@@ -237,7 +237,11 @@ class Recorder:
 
     # --- what the mode reports ---
 
-    def saw_call(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+    def saw_call(
+        self, func: Callable, args: tuple, kwargs: dict, result: Any, before: Optional[list] = None
+    ) -> None:
+        """Note what a call made: its new nodes' module, cuts and escapes. ``before``: the
+        inputs' grad_fns before an in-place call, which gave an input a new one."""
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         if self._frozen_names:
             for t in inputs:
@@ -270,19 +274,20 @@ class Recorder:
             for out in outputs:
                 self._reasons[out] = (code, named_text.format(name) if name else text, module)
             return
-        new_nodes = self._note_new_nodes(outputs, inputs, module)
+        new_nodes = self._note_new_nodes(outputs, inputs, module, before)
         if new_nodes:
             self._note_cuts(new_nodes, func, args, kwargs, module)
         self._note_lost_gradient(outputs, inputs, module)
 
-    def _note_new_nodes(self, outputs: list, inputs: list, module: str) -> list[Any]:
+    def _note_new_nodes(self, outputs: list, inputs: list, module: str, before: Optional[list] = None) -> list[Any]:
         """Note ``module`` on the nodes this call created; return them, first input first.
 
         They are the nodes reachable from the outputs without passing an input's
         node or one noted before (an AccumulateGrad belongs to its parameter).
         """
         key = self.key
-        known = {id(t.grad_fn) for t in inputs if t.grad_fn is not None}
+        grad_fns = before if before is not None else [t.grad_fn for t in inputs]
+        known = {id(fn) for fn in grad_fns if fn is not None}
         stack = [t.grad_fn for t in reversed(outputs) if t.grad_fn is not None]
         seen: set[int] = set()
         new_nodes = []
@@ -382,10 +387,23 @@ class _RecordingMode(TorchFunctionMode):
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
+        if _compiling() or threading.get_ident() != self.recorder._thread:
+            return func(*args, **kwargs)
+        # An in-place op (relu_, x += y) gives its input tensor a new grad_fn: the nodes
+        # the inputs had before the call are the ones that are not this call's.
+        before = None
+        if _in_place(func) or kwargs.get("inplace") is True:
+            before = [t.grad_fn for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         result = func(*args, **kwargs)
-        if not _compiling() and threading.get_ident() == self.recorder._thread:
-            self.recorder.saw_call(func, args, kwargs, result)
+        self.recorder.saw_call(func, args, kwargs, result, before)
         return result
+
+
+def _in_place(func: Callable) -> bool:
+    """Whether ``func`` writes into its first argument: ``relu_``, ``add_``, ``__iadd__``
+    (and ``F.relu(x, inplace=True)``, told by its keyword)."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name.startswith("__i")
 
 
 # Inside torch.compile's tracing the recorder does nothing: any Python it ran there

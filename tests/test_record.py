@@ -361,3 +361,25 @@ def test_edge_shapes_follow_the_tensor_along_each_edge():
     assert by_label[("weight", "AccumulateGrad")] == ((2, 3), "float32")
     assert by_label[("TBackward0", "AddmmBackward0")] == ((3, 2), "float32")
     assert all(e.shape is None for e in walk(out, lin).edges)
+
+
+def test_in_place_ops_belong_to_the_module_that_ran_them():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(3, 3)
+            self.act = torch.nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            y = self.act(self.fc(x))
+            y += x  # a residual written in place
+            return y.relu_()
+
+    model = torch.nn.Sequential(Block(), Block())
+    with record(model) as rec:
+        out = model(torch.randn(2, 3)).sum()
+    graph = walk(out, model, recorder=rec)
+    modules = {(n.label, n.module) for n in graph.nodes if n.kind == "op" and n.label != "SumBackward0"}
+    assert ("ReluBackward0", "0.act") in modules and ("ReluBackward0", "1.act") in modules
+    assert ("AddBackward0", "0") in modules and ("AddBackward0", "1") in modules
+    assert all(module for _, module in modules), modules
