@@ -29,14 +29,13 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from .errors import OptionError
 from .graph import (
     NODE_KINDS,
-    SAVED_BY,
     AutogradGraph,
     ModuleInfo,
     Node,
 )
 from .dot import attr_list, body_lines, cluster_title, quote, tooltip_value
 from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
-from .page import estimate_layout_seconds, node_size
+from .page import estimate_layout_seconds, flow_pairs, node_size
 from .stacking import longest_path_ranks, stacking_edges
 from .style import CLUSTER_ATTRS, check_direction
 from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
@@ -160,17 +159,7 @@ def _layered(graph: AutogradGraph, direction: str, clusters: bool) -> _Layered:
     check_direction(direction)
     nodes = graph.nodes
     count = len(nodes)
-    index = {n.id: i for i, n in enumerate(nodes)}
-    # Edges as (upper, lower): data flows down, inputs above their consumers. A saved
-    # tensor's edge points from the op to it, so it is turned around.
-    pairs = []
-    for edge in graph.edges:
-        upper, lower = index.get(edge.source), index.get(edge.target)
-        if upper is None or lower is None or upper == lower:
-            continue
-        if edge.kind == SAVED_BY:
-            upper, lower = lower, upper
-        pairs.append((upper, lower))
+    pairs = flow_pairs(graph)  # (upper, lower): data flows down
 
     boxes = _Boxes(nodes, graph.modules, direction) if clusters and graph.modules else None
     if boxes is not None and not boxes.used:

@@ -308,6 +308,22 @@ def _summary_note(
 # --- how big dot's picture would be ----------------------------------------------------
 
 
+def flow_pairs(graph: AutogradGraph) -> List[Tuple[int, int]]:
+    """The edges of ``graph`` as ``(upper, lower)`` node indices, data flowing down: inputs
+    above their consumers, a saved tensor (whose edge points from the op to it) turned
+    around; edges to unknown ids and loops left out."""
+    index = {n.id: i for i, n in enumerate(graph.nodes)}
+    pairs = []
+    for edge in graph.edges:
+        upper, lower = index.get(edge.source), index.get(edge.target)
+        if upper is None or lower is None or upper == lower:
+            continue
+        if edge.kind == SAVED_BY:
+            upper, lower = lower, upper
+        pairs.append((upper, lower))
+    return pairs
+
+
 def picture_size(
     graph: AutogradGraph, direction: str = "TB", compact: bool = False, clusters: bool = True
 ) -> Tuple[float, float]:
@@ -328,16 +344,7 @@ def picture_size(
     (112, True)
     """
     nodes = graph.nodes
-    index = {n.id: i for i, n in enumerate(nodes)}
-    pairs = []
-    for edge in graph.edges:
-        upper, lower = index.get(edge.source), index.get(edge.target)
-        if upper is None or lower is None or upper == lower:
-            continue
-        if edge.kind == SAVED_BY:
-            upper, lower = lower, upper
-        pairs.append((upper, lower))
-    pairs = _without_cycles(len(nodes), pairs)
+    pairs = _without_cycles(len(nodes), flow_pairs(graph))
     rank = longest_path_ranks(len(nodes), pairs)
     count = max(rank, default=-1) + 1
     across = direction in ("LR", "RL")
