@@ -12,6 +12,7 @@ are imported inside the commands, when a command runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -492,6 +493,7 @@ def _draw(
     from .api import lay_out
     from .diagnose import finding_styles
     from .dot import digraph
+    from .layout import fixed_layout_source
     from .page import fit_to_page, picture_notes
     from .walk import walk
 
@@ -536,8 +538,7 @@ def _draw(
         progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
     fixed_source = None
     if options.layout == "auto" and laid_out.engine == "dot" and fmt != "dot":
-        drawn, styles = graph, node_styles
-        fixed_source = lambda: digraph(lay_out(drawn, options, node_styles=styles, notes=notes, layout="fixed").lines)  # noqa: E731
+        fixed_source = functools.partial(fixed_layout_source, graph, options, node_styles=node_styles, notes=notes)
     return source, laid_out.engine, fixed_source
 
 

@@ -33,7 +33,7 @@ from .graph import (
     ModuleInfo,
     Node,
 )
-from .dot import attr_list, body_lines, cluster_title, quote, tooltip_value
+from .dot import attr_list, body_lines, cluster_title, digraph, quote, tooltip_value
 from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
 from .page import estimate_layout_seconds, flow_pairs, node_size
 from .stacking import longest_path_ranks, stacking_edges
@@ -931,3 +931,15 @@ def lay_out(
     legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
     lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds, options.clusters))
     return LaidOut(lines, "neato", note)
+
+
+def fixed_layout_source(
+    graph: AutogradGraph,
+    options: DrawOptions,
+    *,
+    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
+    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+) -> str:
+    """``graph`` as a whole DOT graph in the fixed layout, every node pinned, for ``neato -n2``:
+    what is drawn instead when ``dot`` runs past its budget."""
+    return digraph(lay_out(graph, options, node_styles=node_styles, notes=notes, layout="fixed").lines)

@@ -24,9 +24,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import graphviz
 
 from .budget import draw_within_budget
-from .dot import digraph
 from .graph import AutogradGraph
-from .layout import lay_out
+from .layout import fixed_layout_source, lay_out
 from .options import FIT, DrawOptions
 from .page import fit_to_page, picture_notes
 
@@ -63,10 +62,6 @@ class AutogradDigraph(graphviz.Digraph):
         self.notes = notes
         self._shown: Optional[tuple[str, Optional[str], str]] = None  # (source, svg or None, message)
 
-    @property
-    def layout_budget(self) -> float:
-        return self.options.layout_budget
-
     def copy(self) -> "AutogradDigraph":
         copied = super().copy()
         copied.drawn, copied.options = self.drawn, self.options
@@ -76,14 +71,13 @@ class AutogradDigraph(graphviz.Digraph):
     def fixed_source(self) -> str:
         """The same graph as DOT that pins every node (the fixed layout), drawn by ``neato -n2``."""
         assert self.drawn is not None
-        laid_out = lay_out(self.drawn, self.options, node_styles=self.node_styles, notes=self.notes, layout="fixed")
-        return digraph(laid_out.lines)
+        return fixed_layout_source(self.drawn, self.options, node_styles=self.node_styles, notes=self.notes)
 
     def draw(self, fmt: str = "svg", timeout: Optional[float] = None) -> tuple[bytes, str]:
         """``(bytes, note)`` of the drawing in ``fmt``; ``dot`` stops after the layout budget."""
         fixed = self.fixed_source if self.drawn is not None else None
         drawn = draw_within_budget(
-            self.source, fmt, engine=self.engine, budget=self.layout_budget, fixed_source=fixed, timeout=timeout
+            self.source, fmt, engine=self.engine, budget=self.options.layout_budget, fixed_source=fixed, timeout=timeout
         )
         return drawn.data, drawn.note
 
