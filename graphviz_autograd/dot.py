@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
-from functools import partial
-from operator import is_not, itemgetter
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from .describe import describe, junction_lines, module_label_lines, shape_text, tensor_headline
@@ -70,7 +69,6 @@ _JOIN_EVERY = 16_384
 UNNAMED = "(unnamed)"
 NO_GRAD_TEXT = "no grad"
 
-_is_not_none = partial(is_not, None)
 # Kinds whose box shows a tensor's name over its shape (see _Writer.tensor_values).
 _TENSOR_KINDS = frozenset((OUTPUT, PARAMETER, LEAF, SAVED))
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
@@ -223,9 +221,9 @@ def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **change
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
     text = ""
-    pieces = _body_pieces(
-        fitted.graph, options.replace(compact=fitted.compact), _JOIN_EVERY, True, notes=picture_notes(fitted)
-    )
+    if fitted.compact != options.compact:
+        options = options.replace(compact=fitted.compact)
+    pieces = _body_pieces(fitted.graph, options, _JOIN_EVERY, True, notes=picture_notes(fitted))
     for piece in pieces:
         # Grown in place: CPython extends a str that nothing else refers to, so the
         # whole text and all its pieces are never held at once (a million-op chain's
@@ -311,7 +309,7 @@ def _body_pieces(
     run_length = join_every
     in_runs = run_length > 0
     columns = writer.columns
-    rerouted = plan_junctions(len(writer.ids), columns.links) if options.junctions else None
+    rerouted = plan_junctions(len(writer.ids), columns.links, reads=shown.source_reads()) if options.junctions else None
     junctions = _junction_lines(columns, rerouted) if rerouted is not None else []
     if clusters and graph.modules:
         yield from _cluster_lines(columns, graph.modules, writer, options.compact, rerouted, junctions)
@@ -939,10 +937,9 @@ def _attr_template(style: Mapping[str, str]) -> tuple[str, str, str]:
 
 def _edge_shapes(graph: AutogradGraph) -> Optional[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]]:
     """Node id -> (shapes coming in, shapes going out) along data edges; None when no edge has a shape."""
-    links = graph.columns(fill_ids=False).links
-    # A shape may be (), so looked for as not None, not by truth: a walk without shapes has none.
-    if next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is None:
+    if not graph.has_edge_shapes():
         return None
+    links = graph.columns(fill_ids=False).links
     ids = graph.columns().ids
     assert ids is not None  # columns() fills them in
     ins: dict[str, list[str]] = {}

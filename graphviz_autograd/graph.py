@@ -14,7 +14,10 @@ after ``backward()`` has freed the buffers it describes.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
+from operator import is_not, itemgetter
 from typing import Any, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple
 
 # Node kinds. Plain strings so that a graph serialises to JSON as it is.
@@ -180,9 +183,16 @@ class AutogradGraph:
 
     @classmethod
     def from_columns(
-        cls, columns: Columns, params_given: bool = False, modules: Tuple[ModuleInfo, ...] = ()
+        cls,
+        columns: Columns,
+        params_given: bool = False,
+        modules: Tuple[ModuleInfo, ...] = (),
+        edge_shapes: Optional[bool] = None,
     ) -> "AutogradGraph":
         """A graph whose ``nodes`` and ``edges`` are built from ``columns`` when first read.
+
+        ``edge_shapes=False`` says that no link carries a shape (see
+        :meth:`has_edge_shapes`), as a walk without ``collect_shapes`` knows.
 
         >>> g = AutogradGraph.from_columns(Columns(None, [(OP, "ExpBackward0", None, None, None, (), "", "")], []))
         >>> g.nodes
@@ -194,6 +204,8 @@ class AutogradGraph:
         object.__setattr__(graph, "params_given", params_given)
         object.__setattr__(graph, "modules", modules)
         object.__setattr__(graph, "_columns", columns)
+        if edge_shapes is not None:
+            object.__setattr__(graph, "_has_edge_shapes", edge_shapes)
         return graph
 
     def __getattr__(self, name: str) -> Any:
@@ -226,6 +238,28 @@ class AutogradGraph:
         object.__setattr__(self, "_columns", columns)
         return columns
 
+    def has_edge_shapes(self) -> bool:
+        """Whether any edge carries a shape (a walk with ``collect_shapes``); found once."""
+        found = self.__dict__.get("_has_edge_shapes")
+        if found is None:
+            links = self.columns(fill_ids=False).links
+            # A shape may be (), so looked for as not None, not by truth.
+            found = next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is not None
+            object.__setattr__(self, "_has_edge_shapes", found)
+        return found
+
+    def source_reads(self) -> "Counter[int]":
+        """How many edges leave each node, by node index in :meth:`columns`; counted once.
+
+        Both the split of shared parameters and the fan-in junctions ask this of every
+        drawn graph, and most graphs are drawn unchanged by either.
+        """
+        reads = self.__dict__.get("_source_reads")
+        if reads is None:
+            reads = Counter(map(itemgetter(0), self.columns(fill_ids=False).links))
+            object.__setattr__(self, "_source_reads", reads)
+        return reads
+
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
         by_id = self._by_id
@@ -255,6 +289,8 @@ class AutogradGraph:
         """
         return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
 
+
+_is_not_none = partial(is_not, None)
 
 # The attribute of a saved-tensor node that names the tensor it is (or views).
 SAVED_TENSOR_OF = "tensor"

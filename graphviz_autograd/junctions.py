@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import itemgetter
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .stacking import longest_path_ranks
 from .style import JOIN_OF, TRUNK_OF
@@ -90,7 +90,9 @@ class Rerouted(NamedTuple):
     links: List[tuple]
 
 
-def plan_junctions(count: int, links: Sequence[tuple], min_long_reads: int = MIN_LONG_READS) -> Optional[Rerouted]:
+def plan_junctions(
+    count: int, links: Sequence[tuple], min_long_reads: int = MIN_LONG_READS, reads: Optional[Mapping[int, int]] = None
+) -> Optional[Rerouted]:
     """The junctions that carry long reads of one output, for a graph of ``count`` nodes
     with edges ``links`` (``(source, target, (kind, shape, dtype))`` by node index); None
     when no output is read ``min_long_reads`` times far enough below it.
@@ -103,16 +105,20 @@ def plan_junctions(count: int, links: Sequence[tuple], min_long_reads: int = MIN
     path drawn is a read, and every read is drawn.
 
     Linear in the edges, but for sorting the reads of the outputs that get a trunk.
+    ``reads``, the edges leaving each node when the caller has counted them
+    (:meth:`~graphviz_autograd.graph.AutogradGraph.source_reads`), spares a count.
     """
     if not links or count > MAX_NODES:
         return None
-    # Most graphs have no output read that often. Each output read n times is n - 1
-    # edges more than the outputs read: a set tells, in half the time of a count.
-    sources = list(map(itemgetter(0), links))
-    if len(sources) - len(set(sources)) < min_long_reads - 1:
-        return None
-    read_counts = Counter(sources)
-    if max(read_counts.values()) < min_long_reads:
+    if reads is None:
+        # Most graphs have no output read that often. Each output read n times is n - 1
+        # edges more than the outputs read: a set tells, in half the time of a count.
+        sources = list(map(itemgetter(0), links))
+        if len(sources) - len(set(sources)) < min_long_reads - 1:
+            return None
+        reads = Counter(sources)
+    read_counts = reads
+    if not read_counts or max(read_counts.values()) < min_long_reads:
         return None
     candidates = {source for source, reads in read_counts.items() if reads >= min_long_reads}
     rank = longest_path_ranks(count, [(link[0], link[1]) for link in links if link[0] != link[1]])

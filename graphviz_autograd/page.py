@@ -90,7 +90,7 @@ def estimate_layout_seconds(graph: AutogradGraph, junctions: bool = True) -> flo
     seconds = _placing_seconds(size, max_iterations)
     if seconds >= UNCOUNTED_RANKS_ABOVE:
         return seconds
-    rerouted = plan_junctions(count, links) if junctions else None
+    rerouted = plan_junctions(count, links, reads=graph.source_reads()) if junctions else None
     if rerouted is not None:
         # What dot is given: the junctions are nodes, their trunks and branches edges.
         count += len(rerouted.junctions)

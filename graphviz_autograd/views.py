@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import itemgetter
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from .errors import OptionError
 from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns
@@ -51,7 +51,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     # million-node one included, and most have no node used that often at all.
     columns = graph.columns(fill_ids=False)
     contents, links = columns.contents, columns.links
-    shared = _shared_accumulate_grads(contents, links, max_uses)  # node index -> its uses
+    shared = _shared_accumulate_grads(contents, graph.source_reads(), max_uses)  # node index -> its uses
     if not shared:
         return graph
 
@@ -100,9 +100,9 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     return AutogradGraph.from_columns(split, graph.params_given, graph.modules)
 
 
-def _shared_accumulate_grads(contents: Sequence[tuple], links: Sequence[tuple], max_uses: int) -> Dict[int, int]:
-    """{node index: uses} of each AccumulateGrad node that feeds more than ``max_uses`` edges."""
-    uses = Counter(map(itemgetter(0), links))
+def _shared_accumulate_grads(contents: Sequence[tuple], uses: Mapping[int, int], max_uses: int) -> Dict[int, int]:
+    """{node index: uses} of each AccumulateGrad node that feeds more than ``max_uses`` edges
+    (``uses``: edges leaving each node)."""
     if not uses or max(uses.values()) <= max_uses:
         return {}
     return {

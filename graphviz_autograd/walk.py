@@ -265,7 +265,7 @@ class _Walker:
             self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
-        return AutogradGraph.from_columns(columns, self.params_given, modules)
+        return AutogradGraph.from_columns(columns, self.params_given, modules, None if self.collect_shapes else False)
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get indices in input order.
@@ -422,12 +422,14 @@ class _Walker:
             self.contents.append((kind, name or "", *_tensor_meta(tensor), (), "", owner))
             return index
         # _tensor_meta() spelled out: a model's every parameter comes here once a walk.
+        # A strided tensor's sizes are plain ints (symbolic ones exist only while
+        # tracing), so they need none of _shape_of's checks.
         dtype, device = tensor.dtype, tensor.device
         self.contents.append(
             (
                 kind,
                 name or "",
-                _shape_of(tensor),
+                tuple(tensor.size()),
                 _DTYPE_NAMES.get(dtype) or _dtype_name(dtype),
                 _DEVICE_NAMES.get(device) or _device_name(device),
                 (),
