@@ -17,6 +17,10 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
 - ``bare+leaves``: the bare walk, also reading the tensor behind each
   ``AccumulateGrad`` and its shape, dtype and device, as any drawing that shows its
   parameters must (torchviz too): the floor for such a walk in Python.
+- ``floor``: one loop that walks the graph and writes a short DOT line per node
+  and per edge as it goes (op names, parameter names over shape, dtype and
+  device; no graph in between, no tooltips, no options): the floor for any walk
+  that draws in Python (see :func:`walk_and_write_floor`).
 - ``walk``: :func:`graphviz_autograd.walk`.
 - ``walk+dot``: ``walk`` then :func:`graphviz_autograd.to_dot` ("ours" below).
   From the second run on, the DOT writer finds each node's text kept from the
@@ -25,7 +29,8 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   a model drawn for the first time in a process.
 - ``torchviz``: ``torchviz.make_dot(...).source`` when torchviz is installed;
   ``RecursionError`` where its recursive walk gives up (about 1,000 ops deep).
-- ``ours/bare``, ``ours/bare+leaves``, ``torchviz/ours``, ``torchviz/first``: ratios of times taken in the same run.
+- ``ours/bare``, ``ours/bare+leaves``, ``floor/bare``, ``ours/floor``, ``torchviz/ours``,
+  ``torchviz/first``: ratios of times taken in the same run.
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
   under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
@@ -104,6 +109,7 @@ class Result:
     edges: int = 0
     bare: float = 0.0
     bare_leaves: float = 0.0
+    floor: float = 0.0
     walk: float = 0.0
     walk_dot: float = 0.0
     first: float = 0.0
@@ -236,6 +242,71 @@ def bare_walk_reading_leaves(outputs: Any) -> tuple[set, list]:
     return seen, leaves
 
 
+def walk_and_write_floor(outputs: Any, params: Optional[dict]) -> str:
+    """The floor for any walk that draws in Python: one loop that walks the graph and
+    writes a DOT line per node and per edge as it goes, with no graph in between.
+
+    Each op is labelled with its name (written once per type), each parameter with
+    its name over its shape, dtype and device (the text after the name written
+    once per shape, dtype and device), and each input without gradient as one; no
+    tooltips, no escaping, no views, no options. What a real drawing adds to this
+    is the price of its features, so ``ours/floor`` says how much they cost, and
+    ``floor/bare`` how far from the bare walk Python itself stays.
+    """
+    names = {id(tensor): name for name, tensor in (params or {}).items()}
+    texts: dict = {}  # type(grad_fn) or (shape, dtype, device) -> the text of its line after the id
+    lines: list[str] = []
+    add = lines.append
+    index: dict = {}
+    count = 0
+    stack = []
+    for tensor in _tensors(outputs):
+        fn = tensor.grad_fn
+        if fn is not None and fn not in index:
+            index[fn] = count
+            count += 1
+            stack.append(fn)
+    accumulate_grad = ACCUMULATE_GRAD_TYPE
+    gc.disable()
+    try:
+        while stack:
+            fn = stack.pop()
+            at = index[fn]
+            kind = type(fn)
+            text = texts.get(kind)
+            if text is None:
+                text = texts[kind] = f' [label="{fn.name()}"]\n'
+            add(f"\tn{at}{text}")
+            if kind is accumulate_grad:
+                leaf = fn.variable
+                key = (leaf.shape, leaf.dtype, leaf.device)
+                text = texts.get(key)
+                if text is None:
+                    text = texts[key] = f"\\n{tuple(leaf.shape)}\\n{leaf.dtype} {leaf.device}\"]\n"
+                add(f'\tn{count} [label="{names.get(id(leaf), "")}{text}')
+                add(f"\tn{count} -> n{at}\n")
+                count += 1
+                continue
+            new_children = 0
+            for child, _ in fn.next_functions:
+                if child is None:
+                    add(f"\tn{count} [label=none]\n\tn{count} -> n{at}\n")
+                    count += 1
+                    continue
+                child_at = index.get(child)
+                if child_at is None:
+                    child_at = index[child] = count
+                    count += 1
+                    stack.append(child)
+                    new_children += 1
+                add(f"\tn{child_at} -> n{at}\n")
+            if new_children > 1:
+                stack[-new_children:] = stack[-new_children:][::-1]
+    finally:
+        gc.enable()
+    return "".join(lines)
+
+
 def ours(outputs: Any, params: Optional[dict]) -> tuple:
     graph = walk(outputs, params)
     return graph, to_dot(graph)  # both freed after the clock stops, as for ``walk``
@@ -340,6 +411,7 @@ def measure_graph(
 
     result.bare = best_time(lambda: bare_walk(outputs), repeat)
     result.bare_leaves = best_time(lambda: bare_walk_reading_leaves(outputs), repeat)
+    result.floor = best_time(lambda: walk_and_write_floor(outputs, params), repeat)
     result.walk = best_time(lambda: walk(outputs, params), repeat)
     result.walk_dot = best_time(lambda: ours(outputs, params), repeat)
     result.first = best_time(lambda: ours(outputs, params), repeat, before=forget_written_attrs)
@@ -440,8 +512,8 @@ def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout:
 # --- the table ---------------------------------------------------------------------
 
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "ours/bare+leaves", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 LAYOUT_COLUMN = "dot -Tsvg"
 
@@ -474,12 +546,15 @@ def _row(r: Result, layout: bool) -> list[str]:
         f"{r.edges:,}",
         _ms(r.bare),
         _ms(r.bare_leaves),
+        _ms(r.floor),
         _ms(r.walk),
         _ms(r.walk_dot),
         _ms(r.first),
         torchviz,
         f"{r.walk_dot / r.bare:.1f}",
         f"{r.walk_dot / r.bare_leaves:.1f}",
+        f"{r.floor / r.bare:.1f}",
+        f"{r.walk_dot / r.floor:.1f}",
         torchviz_ratio,
         first_ratio,
         f"{r.peak_bytes / 2**20:,.1f}",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "ours/bare+leaves", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
+    "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 
 
@@ -32,6 +32,7 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert cells["edges"] == "20,002"
     float(cells["ours/bare"])
     float(cells["ours/bare+leaves"])
+    assert float(cells["floor/bare"]) > 0 and float(cells["ours/floor"]) > 0
     float(cells["walk+dot ms"].replace(",", ""))
     float(cells["first ms"].replace(",", ""))
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
@@ -55,6 +56,26 @@ def test_the_floor_walk_reads_every_leaf_once_and_sees_what_the_bare_walk_sees()
         ((2, 3), "torch.float32", "cpu"),
         ((3,), "torch.float64", "cpu"),
     ]
+
+
+def test_the_floor_writes_dot_with_the_nodes_and_edges_of_the_walk():
+    import graphviz
+    import torch
+
+    from benchmarks.run import walk_and_write_floor
+    from graphviz_autograd import walk
+
+    w = torch.ones(2, 3, requires_grad=True)
+    b = torch.ones(3, requires_grad=True)
+    out = ((torch.ones(4, 2) @ w) * 2 + b).sum() + w.sum()  # w used twice; a constant input without gradient
+    body = walk_and_write_floor(out, {"w": w, "b": b})
+    lines = body.splitlines()
+    graph = walk(out, {"w": w, "b": b})
+    # The walk adds one node for the output tensor and its edge; the floor draws grad_fns and leaves only.
+    assert sum("->" in line for line in lines) == len(graph.edges) - 1
+    assert sum("->" not in line for line in lines) == len(graph.nodes) - 1
+    assert '"w\\n(2, 3)' in body and '"b\\n(3,)' in body
+    graphviz.Source("digraph {\n" + body + "}\n").pipe(format="dot")  # DOT that Graphviz reads
 
 
 def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
