@@ -25,7 +25,7 @@ import click
 
 from . import __version__
 from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .options import DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
+from .options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
 from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
 from .style import DIRECTIONS, ERROR, SEVERITIES
 
@@ -177,6 +177,14 @@ def main() -> None:
     help="Draw each read of an output as its own edge, even where many ops far below read it.",
 )
 @click.option(
+    "--expand-limit",
+    type=click.IntRange(min=0),
+    metavar="NODES",
+    help=f"With an .html explorer page: the most nodes an 'Expand all' view may draw (default "
+    f"{DEFAULT_EXPAND_LIMIT:,}); a level whose view would draw more offers only level by level. "
+    "0: no expanded views.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=DEFAULT_TIMEOUT,
@@ -212,6 +220,7 @@ def render(
     no_clusters: bool,
     shapes: bool,
     no_junctions: bool,
+    expand_limit: Optional[int],
     timeout: float,
     no_record: bool,
     quiet: bool,
@@ -264,6 +273,11 @@ def render(
         )
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
+        if expand_limit is not None and fmt != HTML:
+            raise click.UsageError(
+                f"--expand-limit shapes the .html explorer page only, and this writes {fmt.upper()}; "
+                f"drop the option, or write the page with -o {spec.stem}.html."
+            )
         if target is not None:
             check_writable(target)
         if fmt not in ("dot", JSON):
@@ -278,7 +292,8 @@ def render(
             outputs = loaded.run(recorder)
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
-                                diagnose=diagnose, show_attrs=show_attrs, timeout=timeout)
+                                diagnose=diagnose, show_attrs=show_attrs, timeout=timeout,
+                                expand_limit=DEFAULT_EXPAND_LIMIT if expand_limit is None else expand_limit)
                 assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
@@ -552,6 +567,7 @@ def _explore(
     diagnose: bool,
     show_attrs: bool,
     timeout: float,
+    expand_limit: int = DEFAULT_EXPAND_LIMIT,
 ) -> Any:
     """The explorer page of the outputs: one walk, with what check finds when asked."""
     from .explore import explore
@@ -563,7 +579,7 @@ def _explore(
         graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
         findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
-    return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout,
+    return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout, expand_limit=expand_limit,
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 

@@ -54,6 +54,7 @@ from .graph import (
     AutogradGraph,
     ModuleInfo,
 )
+from .options import DEFAULT_EXPAND_LIMIT
 from .render import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
 
 # Modules that hold others and run nothing themselves: a level of their own would
@@ -70,9 +71,6 @@ PORT_OUT = "out"
 _LAYOUT_WORKERS = 4
 # Points per inch, as Graphviz measures node sizes.
 _POINTS = 72.0
-# The most nodes an expanded view (a level with every module inside it opened) may
-# draw: dot lays out about this many with their module boxes in a second or two.
-EXPAND_LIMIT = 1500
 # The widest label, in characters, a node is laid out for; the page shortens longer ones.
 MAX_LABEL_CHARS = 40
 
@@ -130,7 +128,7 @@ def explore(
     show_device: bool = True,
     title: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    expand_limit: int = EXPAND_LIMIT,
+    expand_limit: int = DEFAULT_EXPAND_LIMIT,
 ) -> Explorer:
     """An interactive page of the backward graph of ``output``, level by level.
 
@@ -242,7 +240,7 @@ def explorer_data(
     show_attrs: bool = False,
     show_device: bool = True,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    expand_limit: int = EXPAND_LIMIT,
+    expand_limit: int = DEFAULT_EXPAND_LIMIT,
 ) -> dict:
     """The plain data an explorer page is built from (what :func:`explore` embeds).
 

@@ -31,6 +31,9 @@ DepthOption = Union[int, Literal["fit", "full"], None]
 LayoutName = Literal["auto", "dot", "fixed"]
 # Seconds of `dot` layout we are willing to wait for before drawing the fixed layout.
 DEFAULT_LAYOUT_BUDGET = 10.0
+# The most nodes an explorer page's expanded view (a level with every module inside it
+# opened) may draw: dot lays out about this many with their module boxes in a second or two.
+DEFAULT_EXPAND_LIMIT = 1500
 
 
 def check_depth_option(depth: object) -> DepthOption:

@@ -139,6 +139,9 @@ def test_render_picks_html_from_the_suffix(tmp_path):
     with pytest.raises(OptionError, match="depth"):
         render((x * x).sum(), tmp_path / "h.html", depth=1)
     assert not (tmp_path / "h.html").exists()
+    with pytest.raises(OptionError, match="expand_limit must be a whole number"):  # handed on to the page
+        render((x * x).sum(), tmp_path / "h.html", expand_limit=-1)
+    assert not (tmp_path / "h.html").exists()
 
 
 def test_bad_options_name_themselves():
@@ -154,6 +157,26 @@ def test_cli_writes_an_html_explorer(tmp_path):
     data = embedded_data(out.read_text(encoding="utf-8"))
     assert data["title"] == "Net"
     assert len(data["levels"]) > 1
+
+
+def test_cli_expand_limit_reaches_the_page_and_only_the_page(tmp_path):
+    out = tmp_path / "mnist.html"
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(out), "-q", "--expand-limit", "0"])
+    assert result.exit_code == 0, result.output
+    expandable = [t for t in embedded_data(out.read_text(encoding="utf-8"))["templates"] if "expanded" in t]
+    assert expandable and all(set(t["expanded"]) == {"skipped"} for t in expandable)
+    # Without the option the same model's page offers its expanded views.
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert any("layout" in t.get("expanded", {}) for t in embedded_data(out.read_text(encoding="utf-8"))["templates"])
+    # A static drawing has no expanded views: a usage error, and no file.
+    pdf = tmp_path / "mnist.pdf"
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(pdf), "--expand-limit", "10"])
+    assert result.exit_code == 2
+    assert "--expand-limit shapes the .html explorer page only, and this writes PDF" in result.output
+    assert not pdf.exists()
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(out), "--expand-limit", "-1"])
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
 
 
 def test_expanded_view_opens_every_module_once_per_folded_run(gpt2_page):
