@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 import torch
 
 from .errors import CheckFailedError, InputTypeError, OptionError
-from .graph import ACCUMULATE_GRAD, DATA, INTEGER, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
+from .graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
 from .style import ERROR, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from .record import Recorder
 from .attribute_names import unregistered_tensors
@@ -60,6 +60,11 @@ STOPPING_CUTS = {
     "data": ".data cuts the gradient here",
     "no_grad": "code under torch.no_grad() cuts the gradient here",
     "inference_mode": "code under torch.inference_mode() cuts the gradient here",
+    "integer_result": "an integer or bool result carries no gradient, which cuts it here",
+}
+# How to keep a gradient each stopping cut would end, where removing the call is not it.
+KEEP_GRADIENT = {
+    "integer_result": "compute it in floating point (a soft mask such as sigmoid(), or softmax() for a choice)",
 }
 INPUT_CUTS = {
     "buffer": "a buffer, which carries no gradient (expected unless it was meant to be a parameter)",
@@ -552,16 +557,19 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
             cut = STOPPING_CUTS[reason]
             if text.startswith("torch.tensor("):
                 cut = f"{text} copies the values without their history, which cuts the gradient here"
+            elif reason == INTEGER_RESULT:
+                cut = f"{text}: {cut}"
+            fix = KEEP_GRADIENT.get(reason, "remove it")
             if harmless:
                 message = (
                     f"{cut} ({where}), but every parameter still gets a gradient along "
-                    f"another path: fine for a target or a stop-gradient; remove it if that was not the intent."
+                    f"another path: fine for a target, a mask or a stop-gradient; {fix} if that was not the intent."
                 )
                 severity = INFO
             else:
                 message = (
                     f"{cut} ({where}): nothing before it gets a gradient along this path; "
-                    f"remove it if the layers before should learn."
+                    f"{fix} if the layers before should learn."
                 )
                 severity = WARNING
         else:

@@ -39,8 +39,11 @@ FROZEN = "frozen"  # a parameter with requires_grad=False, or computed from one
 BUFFER = "buffer"  # a registered buffer
 REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant without requires_grad
 INTEGER = "integer"  # an integer or bool tensor
+INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one with gradient (x > 0, argmax(), .long())
 
-REASON_CODES = (DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER)
+REASON_CODES = (
+    DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER, INTEGER_RESULT,
+)
 # Inputs that never had a gradient to lose, as every model has: a summary view
 # (collapse) folds them away like unnamed ones.
 PLAIN_INPUT_REASONS = frozenset((BUFFER, REQUIRES_GRAD_FALSE, INTEGER))

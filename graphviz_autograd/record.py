@@ -46,6 +46,7 @@ from .graph import (
     FROZEN,
     INFERENCE_MODE,
     INTEGER,
+    INTEGER_RESULT,
     NO_GRAD_MODE,
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
@@ -83,6 +84,11 @@ _ESCAPING = {
 # Ops that add an input of their own before the caller's: torch.sparse.mm(a, b) is
 # addmm(zeros, a, b), whose first slot is that zero matrix, not ``a``.
 _HIDDEN_INPUTS: dict[Callable, str] = {torch.sparse.mm: "zeros added by sparse.mm"}
+# Operators whose result is a bool tensor, by the name of the method behind them: how a label writes them.
+_OPERATORS = {
+    "__gt__": ">", "__ge__": ">=", "__lt__": "<", "__le__": "<=", "__eq__": "==", "__ne__": "!=",
+    "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!=",
+}
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _keys = itertools.count()
 
@@ -278,6 +284,7 @@ class Recorder:
         if new_nodes:
             self._note_cuts(new_nodes, func, args, kwargs, module)
         self._note_lost_gradient(outputs, inputs, module)
+        self._note_integer_results(func, outputs, inputs, module)
 
     def _note_new_nodes(self, outputs: list, inputs: list, module: str, before: Optional[list] = None) -> list[Any]:
         """Note ``module`` on the nodes this call created; return them, first input first.
@@ -366,6 +373,28 @@ class Recorder:
         for t in lost:
             self._reasons.setdefault(t, reason)
 
+
+    def _note_integer_results(self, func: Callable, outputs: list, inputs: list, module: str) -> None:
+        """Integer or bool outputs computed from inputs with gradient (``x > 0``, ``argmax()``,
+        ``.long()``): the gradient stops there, and whatever reads them later says where.
+
+        Only such a result, and what is computed from it alone, gets the reason: integer
+        tensors that never had a gradient (token ids, masks built from them) stay plain inputs.
+        """
+        results = [t for t in outputs if not (t.is_floating_point() or t.is_complex())]
+        if not results or not torch.is_grad_enabled():
+            return
+        if any(t.requires_grad for t in inputs):
+            name = getattr(func, "__name__", "")
+            made = f"comparison {_OPERATORS[name]}" if name in _OPERATORS else f"{name.strip('_') or 'an op'}()"
+            for t in results:
+                dtype = str(t.dtype).replace("torch.", "")
+                self._reasons.setdefault(t, (INTEGER_RESULT, f"{dtype} from {made}", module))
+            return
+        inherited = next((self._reasons[t] for t in inputs if self._reasons.get(t, ("",))[0] == INTEGER_RESULT), None)
+        if inherited is not None:
+            for t in results:
+                self._reasons.setdefault(t, inherited)
 
     def _inherited_reason(self, inputs: list, module: str) -> Optional[Reason]:
         """The reason an output without gradient inherits from its inputs: a cut made

@@ -208,7 +208,8 @@ CASES = [
         (W, "unused_parameter", "encoder.weight"), (W, "unused_parameter", "encoder.bias"),
         (W, "gradient_cut", "torch.tensor()")})),
     Case("integer-dtype path", *twins(integer_path), frozenset({
-        (W, "unused_parameter", "scorer.weight"), (W, "unused_parameter", "scorer.bias")})),
+        (W, "unused_parameter", "scorer.weight"), (W, "unused_parameter", "scorer.bias"),
+        (W, "gradient_cut", "bool from comparison >")})),
     Case("shared parameter used twice", *twins(shared_parameter), frozenset()),
     Case("unused output head", *twins(unused_head), frozenset({
         (W, "unused_parameter", "head.weight"), (W, "unused_parameter", "head.bias")})),

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from graphviz_autograd import AutogradGraph, Edge, Finding, Node, OptionError, check, make_dot, walk
+from graphviz_autograd import AutogradGraph, Edge, Finding, Node, OptionError, check, make_dot, record, walk
 from graphviz_autograd.diagnose import examine, gradient_norms, saved_bytes_by_module
 from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, ModuleInfo
 
@@ -133,6 +133,32 @@ def test_detach_in_the_middle_is_a_warning_on_its_node():
         ("info", "gradient_cut", "buffer bn.running_mean", ("n5",)),
     ]  # integer inputs are expected: no finding
     assert "in encoder" in findings[0].message
+
+
+def test_an_integer_result_is_a_cut_and_a_mask_beside_the_gradient_only_info():
+    class Gated(nn.Module):
+        def __init__(self, soft):
+            super().__init__()
+            self.fc, self.scorer, self.soft = nn.Linear(3, 3), nn.Linear(3, 3), soft
+
+        def forward(self, x):
+            if self.soft:  # a mask of h itself: h, and both layers, still get a gradient through the product
+                h = self.scorer(self.fc(x))
+                return h * (h > 0)
+            return self.fc(x) * (self.scorer(x) > 0).long()
+
+    def findings(soft):
+        model = Gated(soft)
+        with record(model) as rec:
+            loss = model(torch.ones(2, 3)).sum()
+        return [f for f in check(loss, model, recorder=rec) if f.code == "gradient_cut"]
+
+    (cut,) = findings(soft=False)
+    assert (cut.severity, cut.subject) == ("warning", "bool from comparison >")
+    assert cut.message.startswith("bool from comparison >: an integer or bool result carries no gradient")
+    assert "compute it in floating point" in cut.message and cut.message.count(". ") == 0
+    (mask,) = findings(soft=True)
+    assert mask.severity == "info" and "fine for a target, a mask or a stop-gradient" in mask.message
 
 
 def test_cuts_without_a_reason_are_not_findings():

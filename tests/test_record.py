@@ -126,6 +126,48 @@ def test_integer_input():
     assert cuts(graph) == [("mask (int64)", "integer", "")]
 
 
+class Gated(nn.Module):
+    """fc(x) times a gate computed from scorer(x) in one of several ways."""
+
+    def __init__(self, gate):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.scorer = nn.Linear(3, 3)
+        self.gate = gate
+
+    def forward(self, x, ids=None):
+        scores = self.scorer(x)
+        return self.fc(x) * self.gate(scores, ids)
+
+
+@pytest.mark.parametrize(
+    "gate, label",
+    [
+        (lambda s, ids: s > 0, "bool from comparison >"),
+        (lambda s, ids: (s <= 0).long(), "bool from comparison <="),  # the cast after keeps the first cut
+        (lambda s, ids: s.argmax(-1, keepdim=True), "int64 from argmax()"),
+        (lambda s, ids: s.long(), "int64 from long()"),
+        (lambda s, ids: torch.round(s).to(torch.int32), "int32 from to()"),
+    ],
+)
+def test_an_integer_result_of_a_tensor_with_gradient_is_a_cut_named_by_its_op(gate, label):
+    graph = recorded(Gated(gate), torch.ones(2, 3))
+    assert cuts(graph) == [(label, "integer_result", ""), ("x (requires_grad=False)", "requires_grad_false", "fc")]
+
+
+def test_integers_that_never_had_a_gradient_stay_plain_inputs():
+    # Token ids and a mask built from them: no gradient was lost, so nothing is a cut.
+    graph = recorded(Gated(lambda s, ids: (ids > 0).long()), torch.ones(2, 3), torch.tensor([[1], [0]]))
+    assert ("int64 tensor", "integer", "") in cuts(graph)
+    assert "integer_result" not in {note for _, note, _ in cuts(graph)}
+    # Under no_grad the gradient is off anyway; the integer result is not what cut it.
+    def under_no_grad(scores, ids):
+        with torch.no_grad():
+            return scores > 0
+
+    assert "integer_result" not in {note for _, note, _ in cuts(recorded(Gated(under_no_grad), torch.ones(2, 3)))}
+
+
 def test_a_tensor_computed_from_a_plain_input_says_so():
     class Square(nn.Module):
         def __init__(self):
