@@ -54,7 +54,9 @@ from .graph import (
     AutogradGraph,
     ModuleInfo,
 )
+from .junctions import link_routes, plan_junctions
 from .options import DEFAULT_EXPAND_LIMIT
+from .style import EDGE_STYLES
 from .render import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
 
 # Modules that hold others and run nothing themselves: a level of their own would
@@ -763,7 +765,7 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "\u2026"
 
 
-def _dot_source(template: dict, templates: list[dict]) -> str:
+def _dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
     from .dot import quote
 
     lines = ["digraph {", " graph [rankdir=TB nodesep=0.25 ranksep=0.35 nslimit=3]",
@@ -773,11 +775,67 @@ def _dot_source(template: dict, templates: list[dict]) -> str:
         label = "\\n".join(_dot_label(line) for line in _item_lines(item, templates))
         extra = " fontsize=11" if item[0] == BOX else ""
         lines.append(f" i{i} [label=\"{label}\"{extra}]")
-    for number, (source, target, _kind, shape) in enumerate(template["edges"]):
-        label = f" label={quote(shape)}" if shape else ""
-        lines.append(f" i{source} -> i{target} [id=e{number}{label}]")
+    edges = _ViewEdges(template["edges"], len(template["items"]), [quote(e[3]) if e[3] else "" for e in template["edges"]])
+    lines.extend(edges.junction_line(k) for k in range(len(edges.junction_ends)))
+    lines.extend(edges.lines)
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", edges
+
+
+class _ViewEdges:
+    """The DOT edges of one view, and how to draw each edge of the view from Graphviz's layout.
+
+    An output read by many items far below (a DenseNet block's feature maps, read by
+    every later layer) runs down a trunk of junctions with a branch to each reader,
+    as in a static drawing (:mod:`graphviz_autograd.junctions`): ``dot`` then sees one
+    long line instead of one per read, and the view stays readable. The page still
+    draws each edge as one path (:meth:`add_paths`): its output's join, the trunk down
+    to its branch, and the branch, one after another; a trunk shared by many reads is
+    drawn once per read, on top of itself, so that tracing an edge lights its whole way.
+    """
+
+    def __init__(self, edges: Sequence[Sequence[Any]], item_count: int, labels: Sequence[str]):
+        links = [(e[0], e[1], (e[2], None, None)) for e in edges]
+        rerouted = plan_junctions(item_count, links)
+        self.routes: Optional[list[tuple[int, ...]]] = None
+        self.junction_ends: list[tuple[int, ...]] = []  # per junction: the items whose edges run through it
+        self.segment_count = len(edges)  # the DOT edges: the view's own, or those through junctions
+        if rerouted is None:
+            self.lines = [
+                f" i{s} -> i{t} [id=e{n}{' label=' + labels[n] if labels[n] else ''}]" for n, (s, t, *_rest) in enumerate(edges)
+            ]
+            return
+        self.routes = routes = link_routes(rerouted, links)
+        self.junction_ends = [(*j.sources, *j.reads) for j in rerouted.junctions]
+        # A segment drawing one edge alone keeps that edge's label; a shared branch has none.
+        users: dict[int, list[int]] = {}
+        for n, route in enumerate(routes):
+            users.setdefault(route[-1], []).append(n)
+        names = [f"i{i}" for i in range(item_count)] + [f"j{k}" for k in range(len(rerouted.junctions))]
+        self.lines = []
+        for position, (s, t, rest) in enumerate(rerouted.links):
+            style = EDGE_STYLES.get(rest[0], {})
+            attrs = f" arrowhead=none weight={style.get('weight', '1')}" if style.get("arrowhead") == "none" else ""
+            owners = users.get(position, ())
+            if len(owners) == 1 and labels[owners[0]]:
+                attrs += f" label={labels[owners[0]]}"
+            self.lines.append(f" {names[s]} -> {names[t]} [id=e{position}{attrs}]")
+        self.segment_count = len(rerouted.links)
+
+    @staticmethod
+    def junction_line(k: int) -> str:
+        return f' j{k} [shape=point width=0.04 height=0.04 label=""]'
+
+    def add_paths(self, layout: dict, segments: list[list]) -> None:
+        """Put Graphviz's paths of the DOT edges in ``layout``: as each edge's
+        [bezier points, arrow end, label position] (``edges``), or, with junctions, as
+        ``segments`` and, per edge, the ``routes`` through them that the page joins
+        into one path (each trunk written once, however many reads run down it)."""
+        if self.routes is None:
+            layout["edges"] = segments
+        else:
+            layout["segments"] = segments
+            layout["routes"] = self.routes
 
 
 def _dot_label(line: str) -> str:
@@ -802,7 +860,7 @@ def cluster_lines(item: Sequence[Any]) -> list[str]:
     return [_short(item[1]) + "  " + _short(item[2] + (f" \u00d7{item[3]}" if item[3] > 1 else ""))]
 
 
-def _expanded_dot_source(template: dict, templates: list[dict]) -> str:
+def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
     """DOT of a template's expanded view: a cluster per opened module, no edge labels
     (their shapes are in the details), so big views stay quick to lay out."""
     from .dot import quote
@@ -814,9 +872,16 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> str:
     for n, (_path, parent) in enumerate(clusters):
         members.setdefault(n, [])
         members[parent].append(f"c{n}")
+    item_cluster = []
     for i, path in enumerate(expanded["items"]):
         label = "\\n".join(_dot_label(line) for line in _item_lines(_expanded_item(template, path, templates), templates))
-        members[cluster_of.get(tuple(path[:-1]), -1)].append(f' i{i} [label="{label}"]')
+        item_cluster.append(cluster_of.get(tuple(path[:-1]), -1))
+        members[item_cluster[-1]].append(f' i{i} [label="{label}"]')
+    edges = _ViewEdges(expanded["edges"], len(expanded["items"]), [""] * len(expanded["edges"]))
+    # A junction sits in the innermost module box around its source and every op it feeds.
+    parent_of = {n: parent for n, (_path, parent) in enumerate(clusters)}
+    for k, ends in enumerate(edges.junction_ends):
+        members[_innermost_cluster([item_cluster[i] for i in ends], parent_of)].append(edges.junction_line(k))
     lines = ["digraph {", " graph [rankdir=TB nodesep=0.2 ranksep=0.3 nslimit=3 fontname=monospace fontsize=10"
              " labeljust=l margin=8]",
              " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
@@ -836,31 +901,44 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> str:
             lines.append(f" subgraph cluster_c{n} {{ label={quote(cluster_lines(box)[0])}")
             stack.append("}")
         stack.extend(reversed(members[n]))
-    for number, (source, target, _kind) in enumerate(expanded["edges"]):
-        lines.append(f" i{source} -> i{target} [id=e{number}]")
+    lines.extend(edges.lines)
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", edges
+
+
+def _innermost_cluster(boxes: Sequence[int], parent_of: dict[int, int]) -> int:
+    """The innermost cluster (-1: none) around every cluster of ``boxes``."""
+    def chain(box: int) -> list[int]:
+        found = [box]
+        while found[-1] != -1:
+            found.append(parent_of[found[-1]])
+        return found
+
+    common = chain(boxes[0])
+    for box in set(boxes[1:]):
+        around = set(chain(box))
+        common = [c for c in common if c in around]
+    return common[0]
 
 
 def _lay_out(templates: list[dict], timeout: Optional[float]) -> None:
     """Add ``layout`` to every template and to every expanded view: the drawing's
     size, node boxes, module boxes and edge paths."""
-    jobs: list[tuple[dict, dict, str]] = []
+    jobs: list[tuple[dict, dict, tuple[str, _ViewEdges]]] = []
     for template in templates:
         jobs.append((template, template, _dot_source(template, templates)))
         expanded = template.get("expanded")
         if expanded is not None and "items" in expanded:
             jobs.append((expanded, expanded, _expanded_dot_source(template, templates)))
     # The biggest first, so that one long layout does not start last.
-    order = sorted(range(len(jobs)), key=lambda n: -len(jobs[n][2]))
+    order = sorted(range(len(jobs)), key=lambda n: -len(jobs[n][2][0]))
     with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(jobs)))) as pool:
-        drawn = dict(zip(order, pool.map(lambda n: run_dot(jobs[n][2], "json0", timeout=timeout), order)))
-    for n, (target, view, _source) in enumerate(jobs):
-        target["layout"] = _read_layout(json.loads(drawn[n]), len(view["items"]), len(view["edges"]),
-                                        len(view.get("clusters", ())))
+        drawn = dict(zip(order, pool.map(lambda n: run_dot(jobs[n][2][0], "json0", timeout=timeout), order)))
+    for n, (target, view, (_source, edges)) in enumerate(jobs):
+        target["layout"] = _read_layout(json.loads(drawn[n]), len(view["items"]), edges, len(view.get("clusters", ())))
 
 
-def _read_layout(drawn: dict, item_count: int, edge_count: int, cluster_count: int = 0) -> dict:
+def _read_layout(drawn: dict, item_count: int, edges: "_ViewEdges", cluster_count: int = 0) -> dict:
     """Graphviz's json0 output as the page draws it, y pointing down, in points rounded to tenths."""
     x0, y0, x1, y1 = (float(v) for v in drawn.get("bb", "0,0,0,0").split(","))
     height = y1 - y0
@@ -883,11 +961,11 @@ def _read_layout(drawn: dict, item_count: int, edge_count: int, cluster_count: i
         index = int(name[1:])
         x, y = point(obj["pos"])
         boxes[index] = [x, y, round(float(obj["width"]) * _POINTS, 1), round(float(obj["height"]) * _POINTS, 1)]
-    paths: list[list] = [[[], None, None]] * edge_count
+    paths: list[list] = [[[], None, None]] * edges.segment_count
     for edge in drawn.get("edges", []):
         # Graphviz lists edges in an order of its own: each carries the id it was given.
         number = int(edge.get("id", "e-1")[1:])
-        if not 0 <= number < edge_count or "pos" not in edge:
+        if not 0 <= number < edges.segment_count or "pos" not in edge:
             continue
         points = []
         arrow_end = None
@@ -898,7 +976,8 @@ def _read_layout(drawn: dict, item_count: int, edge_count: int, cluster_count: i
                 points.append(point(part))
         label = point(edge["lp"]) if "lp" in edge else None
         paths[number] = [[c for p in points for c in p], arrow_end, label]
-    layout = {"width": round(x1 - x0, 1), "height": round(height, 1), "nodes": boxes, "edges": paths}
+    layout = {"width": round(x1 - x0, 1), "height": round(height, 1), "nodes": boxes}
+    edges.add_paths(layout, paths)
     if cluster_count:
         layout["clusters"] = clusters
     return layout

@@ -234,6 +234,52 @@ class _Planner:
         return Rerouted(self.count, junctions, rerouted)
 
 
+def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, ...]]:
+    """For each edge of ``links`` (as given to :func:`plan_junctions`), the positions in
+    ``rerouted.links`` of the edges that draw it: its own, or its output's join, the
+    trunk down to the junction it branches off at, and its branch. What draws each
+    read as one path (the explorer) puts these together.
+
+    >>> from graphviz_autograd.graph import DATA
+    >>> links = [(i, i + 1, (DATA, None, None)) for i in range(8)] + [(0, i, (DATA, None, None)) for i in (2, 4, 6, 8)]
+    >>> routes = link_routes(plan_junctions(9, links), links)
+    >>> routes[0], routes[9], routes[11]  # 0 -> 1 is drawn as it was; 0 -> 4 and 0 -> 8 run down the trunk
+    ((0,), (8, 9, 13), (8, 9, 10, 11, 15))
+    """
+    count = rerouted.node_count
+    kind_of_join = {join: kind for kind, join in JOIN_OF.items()}
+    direct: Dict[tuple, List[int]] = {}  # (source, target, kind) -> positions of edges drawn as they were
+    join: Dict[tuple, Tuple[int, int]] = {}  # (source, kind) -> (position of its join, the junction it joins)
+    below: Dict[int, Tuple[int, int]] = {}  # junction -> (position of the trunk edge on, the next junction)
+    branch: Dict[Tuple[int, int], int] = {}  # (junction, target) -> position of the branch
+    for position, (source, target, rest) in enumerate(rerouted.links):
+        if source < count and target < count:
+            direct.setdefault((source, target, rest[0]), []).append(position)
+        elif source < count:
+            join[(source, kind_of_join[rest[0]])] = (position, target - count)
+        elif target >= count:
+            below[source - count] = (position, target - count)
+        else:
+            branch.setdefault((source - count, target), position)
+    taken: Counter = Counter()
+    routes: List[Tuple[int, ...]] = []
+    for source, target, rest in links:
+        key = (source, target, rest[0])
+        drawn = direct.get(key, ())
+        if taken[key] < len(drawn):
+            routes.append((drawn[taken[key]],))
+            taken[key] += 1
+            continue
+        position, junction = join[(source, rest[0])]
+        route = [position]
+        while (junction, target) not in branch:
+            position, junction = below[junction]
+            route.append(position)
+        route.append(branch[(junction, target)])
+        routes.append(tuple(route))
+    return routes
+
+
 def _bands(positions: List[int], links: Sequence[tuple], rank: List[int]) -> List[List[int]]:
     """The reads at ``positions`` in ``links`` grouped by the rank of the op reading, top first,
     in the order of their edges within a rank."""

@@ -24,6 +24,39 @@ def tiny_gpt2(layers: int = 4):
     return logits, recorder
 
 
+class _DenseLayer(torch.nn.Module):
+    def __init__(self, width: int, growth: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(width, growth)
+
+    def forward(self, features: list) -> torch.Tensor:
+        return torch.relu(self.fc(torch.cat(features, 1)))  # every earlier output, read again
+
+
+class _DenseBlock(torch.nn.Module):
+    """A DenseNet block in miniature: each layer reads the block's input and every layer's output before it."""
+
+    def __init__(self, layers: int, width: int = 4, growth: int = 2):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(_DenseLayer(width + i * growth, growth) for i in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = [x]
+        for layer in self.layers:
+            features.append(layer(features))
+        return torch.cat(features, 1)
+
+
+def tiny_dense_block(layers: int = 7):
+    """A recorded forward pass of a DenseNet-style block: (output, recorder). The block's
+    level is a row of layers, each read by every later one: fan-in for junctions."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), _DenseBlock(layers))
+    with record(model) as recorder:
+        out = model(torch.ones(2, 3))
+    return out, recorder
+
+
 def hostile_graph() -> AutogradGraph:
     """A graph whose module, parameter and op names are HTML and script."""
     return AutogradGraph(

@@ -15,7 +15,7 @@ from graphviz_autograd.cli import main
 from graphviz_autograd.diagnose import Finding
 from graphviz_autograd.explore import embedded_json
 
-from .explore_models import HOSTILE, hostile_graph, tiny_gpt2
+from .explore_models import HOSTILE, hostile_graph, tiny_dense_block, tiny_gpt2
 
 pytestmark = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
 
@@ -177,6 +177,33 @@ def test_cli_expand_limit_reaches_the_page_and_only_the_page(tmp_path):
     assert not pdf.exists()
     result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "-o", str(out), "--expand-limit", "-1"])
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
+
+
+def _near_box(point, box, slack=3.0) -> bool:
+    x, y, width, height = box
+    return abs(point[0] - x) <= width / 2 + slack and abs(point[1] - y) <= height / 2 + slack
+
+
+def test_fan_in_runs_down_junctions_and_each_edge_is_one_path_between_its_ends():
+    out, recorder = tiny_dense_block(7)
+    data = explore(out, recorder=recorder).data
+    block = level(data, "1")
+    template = data["templates"][block["template"]]
+    layout = template["layout"]
+    # Every layer's output is read by each later layer: through junctions, not one edge per read.
+    assert "edges" not in layout and len(layout["routes"]) == len(template["edges"])
+    routes = layout["routes"]
+    assert len(layout["segments"]) < sum(map(len, routes))  # trunks shared: a bus, not an edge per read
+    assert any(len(route) > 2 for route in routes)  # a read down a trunk: join, trunk, branch
+    for (source, target, _kind, _shape), route in zip(template["edges"], routes):
+        first, last = layout["segments"][route[0]], layout["segments"][route[-1]]
+        assert _near_box(first[0][:2], layout["nodes"][source])  # leaves its source...
+        assert last[1] is not None and _near_box(last[1], layout["nodes"][target])  # ...and points at its reader
+        assert all(layout["segments"][p][1] is None for p in route[:-1])  # one arrowhead, at the reader
+    # The expanded view of the block goes through junctions too; a layer's own level has no fan-in.
+    assert "routes" in template["expanded"]["layout"]
+    layer = data["templates"][level(data, "1.layers.0")["template"]]
+    assert "routes" not in layer["layout"] and len(layer["layout"]["edges"]) == len(layer["edges"])
 
 
 def test_expanded_view_opens_every_module_once_per_folded_run(gpt2_page):

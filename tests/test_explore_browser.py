@@ -16,7 +16,7 @@ import pytest
 from graphviz_autograd import explore
 from graphviz_autograd.diagnose import Finding
 
-from .explore_models import HOSTILE, hostile_graph, tiny_gpt2
+from .explore_models import HOSTILE, hostile_graph, tiny_dense_block, tiny_gpt2
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -263,3 +263,33 @@ def test_expand_all_is_refused_above_the_node_limit(browser, tmp_path):
         assert page.errors == []
     finally:
         page.page.close()
+
+
+def test_fan_in_through_junctions_draws_each_edge_whole_and_traces_along_the_bus(browser, tmp_path):
+    out, recorder = tiny_dense_block(7)
+    explored = explore(out, recorder=recorder)
+    path = explored.save(tmp_path / "dense.html")
+    data = explored.data
+    template = data["templates"][next(lv for lv in data["levels"] if lv["path"] == "1")["template"]]
+    page = Page(browser, path)
+    try:
+        page.page.goto(path.as_uri() + "#1")
+        page.page.reload()
+        page.page.wait_for_selector("body[data-ready]")
+        assert page.crumbs()[-1] == "1"
+        edges = page.page.locator("g.edge")
+        assert edges.count() == len(template["edges"])
+        # One path and one arrowhead per edge, however many junctions it runs through.
+        paths = page.page.locator("g.edge path").evaluate_all("ps => ps.map(p => p.getAttribute('d'))")
+        assert len(paths) == len(template["edges"]) and all(d.startswith("M") and "C" in d for d in paths)
+        assert page.page.locator("g.edge polygon").count() == len(template["edges"])
+        longest = max(len(route) for route in template["layout"]["routes"])
+        assert max(d.count("C") for d in paths) >= longest  # a read down the trunk is drawn along all of it
+        # Expanded, a concatenation traces up along the bus: more edges light than the boxed level has.
+        page.page.keyboard.press("e")
+        page.page.locator("g.node", has_text="CatBackward0").last.click()
+        assert page.page.locator("g.edge.up").count() > len(template["edges"])
+        assert page.errors == []
+    finally:
+        page.page.close()
+

@@ -317,7 +317,7 @@
       return group;
     });
     edgeGroups = shown.edges.map(function (edge, e) {
-      var drawn = layout.edges[e];
+      var drawn = layout.routes ? joinedPath(layout.routes[e], layout.segments) : layout.edges[e];
       var group = svgElement('g', { class: 'edge kind-' + edge[2] });
       var c = drawn[0];
       if (c.length >= 2) {
@@ -887,6 +887,28 @@
   document.getElementById('table-button').addEventListener('click', function () { showTable(table.hidden); });
   document.getElementById('table-close').addEventListener('click', function () { showTable(false); });
   window.addEventListener('resize', function () { if (panZoom) { panZoom.resize(); } });
+
+  // One path along the segments of a route (join, trunk, branch), in order: where a
+  // segment starts off the end of the one before (the edges of a junction end at its
+  // rim), a straight piece joins them. The arrow end is the last segment's; the label
+  // the last one's that has one.
+  function joinedPath(route, segments) {
+    var points = [], label = null;
+    route.forEach(function (position) {
+      var part = segments[position], c = part[0];
+      if (c.length < 2) return;
+      if (points.length) {
+        var x = points[points.length - 2], y = points[points.length - 1];
+        if (Math.abs(x - c[0]) > 0.05 || Math.abs(y - c[1]) > 0.05) points.push(x, y, c[0], c[1], c[0], c[1]);
+        for (var i = 2; i < c.length; i++) points.push(c[i]);
+      } else {
+        points = c.slice();
+      }
+      if (part[2]) label = part[2];
+    });
+    var last = segments[route[route.length - 1]];
+    return [points, last ? last[1] : null, label];
+  }
 
   // The address names the level shown (#transformer.h.0), and '&expanded' after it the
   // expanded view: a path is written with encodeURIComponent, which escapes '&'.
