@@ -56,6 +56,7 @@ from .graph import (
 )
 from .junctions import link_routes, plan_junctions
 from .options import DEFAULT_EXPAND_LIMIT
+from .stacking import stacking_edges
 from .style import EDGE_STYLES
 from .render import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
 
@@ -882,7 +883,7 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_
     parent_of = {n: parent for n, (_path, parent) in enumerate(clusters)}
     for k, ends in enumerate(edges.junction_ends):
         members[_innermost_cluster([item_cluster[i] for i in ends], parent_of)].append(edges.junction_line(k))
-    lines = ["digraph {", " graph [rankdir=TB nodesep=0.2 ranksep=0.3 nslimit=3 fontname=monospace fontsize=10"
+    lines = ["digraph {", " graph [rankdir=TB newrank=true nodesep=0.2 ranksep=0.3 nslimit=3 fontname=monospace fontsize=10"
              " labeljust=l margin=8]",
              " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
              " edge [arrowsize=0.6]"]
@@ -902,6 +903,12 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_
             stack.append("}")
         stack.extend(reversed(members[n]))
     lines.extend(edges.lines)
+    # Module boxes one above the other in the order the data flows, not in a staircase
+    # (see graphviz_autograd.stacking): one ranking of the whole view, and invisible edges.
+    box_of = [f"c{n}" if n >= 0 else "" for n in item_cluster]
+    outer = lambda box: f"c{parent_of[int(box[1:])]}" if parent_of[int(box[1:])] >= 0 else ""  # noqa: E731
+    links = [(s, t, (kind,)) for s, t, kind in expanded["edges"]]
+    lines.extend(f" i{upper} -> i{source} [style=invis weight=0]" for upper, source in stacking_edges(links, box_of, outer))
     lines.append("}")
     return "\n".join(lines) + "\n", edges
 

@@ -200,8 +200,16 @@ def test_fan_in_runs_down_junctions_and_each_edge_is_one_path_between_its_ends()
         assert _near_box(first[0][:2], layout["nodes"][source])  # leaves its source...
         assert last[1] is not None and _near_box(last[1], layout["nodes"][target])  # ...and points at its reader
         assert all(layout["segments"][p][1] is None for p in route[:-1])  # one arrowhead, at the reader
-    # The expanded view of the block goes through junctions too; a layer's own level has no fan-in.
-    assert "routes" in template["expanded"]["layout"]
+    # The expanded view of the block goes through junctions too, its layers' boxes stacked in
+    # one column in the order the data flows, not a staircase.
+    expanded = template["expanded"]
+    assert "routes" in expanded["layout"]
+    tops = [expanded["layout"]["clusters"][n] for n, (path, parent) in enumerate(expanded["clusters"]) if parent == -1]
+    assert len(tops) == 7
+    assert all(lower[1] >= upper[1] + upper[3] for upper, lower in zip(tops, tops[1:]))  # each below the one before
+    lefts = [box[0] for box in tops]
+    assert max(lefts) - min(lefts) < tops[0][2]  # and overlapping across: one column, not a diagonal
+    # A layer's own level has no fan-in.
     layer = data["templates"][level(data, "1.layers.0")["template"]]
     assert "routes" not in layer["layout"] and len(layer["layout"]["edges"]) == len(layer["edges"])
 
