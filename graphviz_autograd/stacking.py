@@ -12,7 +12,11 @@ sideways from the last. Twelve BERT layers made a diagonal 46,000 points wide.
 below the block before its own: for a source, the innermost module box around
 it that is fed by a sibling box, and from that sibling the node whose output
 enters last (lowest in a drawing by longest path). One edge per source at most,
-so a graph grows by no more edges than it has parameters.
+so a graph grows by no more edges than it has parameters. An op fed only from
+outside its box, and only by nodes above that entering output, floats up the
+same way and gets the same edge: the transpose of a weight tied to an embedding,
+in the output layer of GPT-2, would otherwise stretch that layer's box up to the
+embedding.
 
 >>> from graphviz_autograd.graph import DATA
 >>> # node 0 in box "a" feeds op 1 in box "b"; parameter 2 (in "b") feeds op 1 too
@@ -66,20 +70,53 @@ def stacking_edges(
         if known is None or height[s] < height[known]:
             fed_by[sibling_below] = s
 
-    has_input = [False] * count
-    for _, t in flows:
-        has_input[t] = True
+    inputs: List[List[int]] = [[] for _ in range(count)]
+    for s, t in flows:
+        inputs[t].append(s)
     edges = []
+    entering: Optional[Dict[str, int]] = None
     for i in range(count):
-        if has_input[i] or not box_of[i]:
+        if not box_of[i]:
             continue
-        for box in chain(box_of[i]):
-            feeder = fed_by.get(box)
-            if feeder is not None:
-                if feeder != i:
-                    edges.append((feeder, i))
-                break
+        ins = inputs[i]
+        if not ins:
+            for box in chain(box_of[i]):
+                feeder = fed_by.get(box)
+                if feeder is not None:
+                    if feeder != i:
+                        edges.append((feeder, i))
+                    break
+            continue
+        # An op fed only from outside its box, and only by nodes above the lowest output
+        # entering the box (lm_head's TBackward0 of a weight tied to the embedding), floats
+        # up as a source does: it gets an edge from that output. height[i] <= height of
+        # that output: no path leads from i down to it, so the edge makes no cycle.
+        if any(box_of[i] in chain(box_of[s]) for s in ins if box_of[s]):
+            continue
+        if entering is None:
+            entering = _lowest_entering(flows, box_of, chain, height)
+        feeder = entering.get(box_of[i])
+        if feeder is not None and height[i] <= height[feeder] < min(height[s] for s in ins):
+            edges.append((feeder, i))
     return edges
+
+
+def _lowest_entering(
+    flows: Sequence[Tuple[int, int]], box_of: Sequence[str], chain: Callable[[str], List[str]], height: List[int]
+) -> Dict[str, int]:
+    """box -> the node outside it whose output enters it lowest (least height)."""
+    lowest: Dict[str, int] = {}
+    for s, t in flows:
+        if not box_of[t]:
+            continue
+        around_source = set(chain(box_of[s])) if box_of[s] else set()
+        for box in chain(box_of[t]):
+            if box in around_source:
+                break
+            known = lowest.get(box)
+            if known is None or height[s] < height[known]:
+                lowest[box] = s
+    return lowest
 
 
 def _siblings_under_common_box(upper_chain: List[str], lower_chain: List[str]) -> Optional[str]:

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
+from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from graphviz_autograd import make_dot, record
 from graphviz_autograd.graph import DATA
@@ -32,6 +32,34 @@ def test_a_parameter_is_kept_below_the_block_that_feeds_its_own():
 def test_no_edges_without_sibling_boxes():
     links = [(0, 1, (DATA,)), (2, 1, (DATA,))]
     assert stacking_edges(links, ["", "a", "a"], lambda path: "") == []
+
+
+def test_an_op_fed_only_from_far_above_is_kept_below_the_output_entering_its_box():
+    # Top level: the embedding weight (0) and the last hidden state (1) both feed the head's
+    # box; in it, the weight's transpose (2) reads only 0, from far above, and the product (3)
+    # reads 1 and 2. 0 runs down a chain (0 -> 4 -> 5 -> 1) to make it far above.
+    links = [(0, 4, (DATA,)), (4, 5, (DATA,)), (5, 1, (DATA,)), (0, 2, (DATA,)), (1, 3, (DATA,)), (2, 3, (DATA,))]
+    boxes = ["", "", "head", "head", "", ""]
+    assert stacking_edges(links, boxes, lambda path: "") == [(1, 2)]
+    # An op reading the entering output itself needs nothing, nor one reading an op of its own box.
+    direct = [*links[:3], (1, 2, (DATA,)), (2, 3, (DATA,))]
+    assert stacking_edges(direct, boxes, lambda path: "") == []
+
+
+@needs_graphviz
+def test_a_tied_output_layer_stays_below_the_blocks():
+    # GPT-2's lm_head multiplies by the embedding's weight: its box held the weight's
+    # transpose up at the embedding, and stretched over the whole model.
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, n_positions=8, vocab_size=32))
+    with record(model) as rec:
+        out = model(torch.arange(6).unsqueeze(0)).logits
+    source = make_dot(out, recorder=rec, fold_repeated=False, depth="full").source
+    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
+    heights = {parts[1]: float(parts[3]) for parts in map(str.split, plain.splitlines()) if parts[0] == "node"}
+    head = [heights[n] for n in _members_of_cluster(source, "lm_head")]
+    blocks = [heights[n] for n in _members_of_cluster(source, "transformer.h.1") if n in heights]
+    assert head and blocks and max(head) < min(blocks)
 
 
 @needs_graphviz
