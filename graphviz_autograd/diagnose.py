@@ -456,7 +456,10 @@ def _registration_fix(name: str) -> str:
 def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Finding]:
     findings = []
     for node in index.graph.nodes:
-        if node.kind == LEAF:
+        if node.kind == LEAF and node.module:
+            what = f"An unnamed leaf tensor of shape {_shape(node.shape)}, first used in the forward of {node.module},"
+            subject = f"(unnamed {_shape(node.shape)})"
+        elif node.kind == LEAF:
             what = (
                 f"An unnamed leaf tensor of shape {_shape(node.shape)} (made in forward, or kept where "
                 f"the model's attributes do not reach)"
@@ -468,7 +471,10 @@ def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Fin
         else:
             continue
         acc = index.accumulator.get(node.id)
-        fix = _registration_fix(node.label if node.kind == PARAMETER else "")
+        if node.kind == LEAF and node.module:
+            fix = f"make it an nn.Parameter of {node.module} in its __init__ (one made in forward is new on every call)"
+        else:
+            fix = _registration_fix(node.label if node.kind == PARAMETER else "")
         findings.append(
             Finding(
                 ERROR,

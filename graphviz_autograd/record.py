@@ -127,6 +127,9 @@ class Recorder:
         # Names of the frozen parameters the forward passed to any call (kept after recording).
         self.frozen_used: set[str] = set()
         self._frozen_names: dict[int, str] = {}
+        # Leaf tensors that require grad but are none of the model's (made in forward):
+        # the module whose forward first used each.
+        self._stray_leaves: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
@@ -149,6 +152,11 @@ class Recorder:
             if path in self._module_paths:
                 return path
         return ""
+
+    def first_used_in(self, tensor: torch.Tensor) -> str:
+        """The module whose forward first used ``tensor``, a leaf that requires grad and is
+        none of the model's parameters or inputs ('' when unseen or at the top level)."""
+        return self._stray_leaves.get(tensor, "")
 
     def note_unseen(self, op_labels: Any) -> None:
         """Say once, as a warning, when a walked graph holds compiled code this recorder could not see."""
@@ -249,6 +257,9 @@ class Recorder:
         """Note what a call made: its new nodes' module, cuts and escapes. ``before``: the
         inputs' grad_fns before an in-place call, which gave an input a new one."""
         inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        for t in inputs:
+            if t.requires_grad and t.grad_fn is None and id(t) not in self._names and t not in self._stray_leaves:
+                self._stray_leaves[t] = self.current_module
         if self._frozen_names:
             for t in inputs:
                 name = self._frozen_names.get(id(t))

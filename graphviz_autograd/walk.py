@@ -416,7 +416,11 @@ class _Walker:
         index = self.leaf_index[key] = len(self.contents)
         self.keep_alive.append(tensor)
         name = self.parameter_names.get(key)
-        owner = self.recorder.owner(name) if self.recorder is not None and name else ""
+        owner = ""
+        if self.recorder is not None:
+            # A named tensor belongs to the module that owns it; an unnamed one to the module
+            # whose forward first used it (a tensor made there).
+            owner = self.recorder.owner(name) if name else self.recorder.first_used_in(tensor)
         kind = LEAF if name is None else PARAMETER
         if tensor.layout is not _STRIDED or tensor.is_nested:  # sparse, nested...: say so
             self.contents.append((kind, name or "", *_tensor_meta(tensor), (), "", owner))

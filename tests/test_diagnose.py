@@ -71,6 +71,38 @@ def test_an_anonymous_leaf_is_flagged_only_when_params_are_given():
     assert check(loss, top_memory=0) == []
 
 
+def test_a_leaf_made_in_forward_is_placed_in_the_module_that_first_used_it():
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x) * nn.Parameter(torch.ones(4))  # a new leaf on every call
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Inner()
+
+        def forward(self, x):
+            return self.block(x).sum()
+
+    model = Outer()
+    with record(model) as rec:
+        loss = model(torch.ones(2, 4))
+    (finding,) = [f for f in check(loss, model, recorder=rec) if f.code == "unregistered_leaf"]
+    assert finding.subject == "(unnamed (4))"
+    assert "first used in the forward of block," in finding.message
+    assert "make it an nn.Parameter of block in its __init__" in finding.message
+    # The drawing puts it in that module's box too.
+    graph = walk(loss, model, recorder=rec)
+    assert [n.module for n in graph.nodes if n.kind == "leaf"] == ["block"]
+    # Without a recorder nobody saw where it was made.
+    (plain,) = [f for f in check(loss, model) if f.code == "unregistered_leaf"]
+    assert "made in forward, or kept where the model's attributes do not reach" in plain.message
+
+
 def test_an_input_that_requires_grad_is_not_a_stray_weight():
     model = nn.Linear(2, 1)
     x = torch.ones(1, 2, requires_grad=True)
