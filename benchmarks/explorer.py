@@ -2,8 +2,9 @@
 
     python -m benchmarks.explorer [--dot-timeout 120] [--no-browser]
 
-For an 80-layer Llama built on the meta device (nothing allocated) and a 240-layer
-tiny GPT-2, it prints the time from output tensor to ``model.html`` and the file's
+For an 80-layer Llama built on the meta device (nothing allocated), a 240-layer
+tiny GPT-2 and DenseNet-121 (whose blocks are fan-in: every layer reads every
+earlier feature map), it prints the time from output tensor to ``model.html`` and the file's
 size, against two baselines measured in the same run: the static depth summary
 (``render(..., depth=1)`` to SVG, what a static picture of the model can show) and
 Graphviz ``dot`` on the whole graph (given up after ``--dot-timeout`` seconds). Then,
@@ -55,6 +56,18 @@ def gpt2_240() -> tuple[Any, Any, str]:
     return logits, recorder, "transformer.h.120"
 
 
+def densenet_121() -> tuple[Any, Any, str]:
+    """DenseNet-121 (benchmarks/models.py, random weights) on one 224x224 image: (logits,
+    recorder, block). Every layer of a block reads every earlier feature map: fan-in."""
+    from .models import DenseNet121
+
+    torch.manual_seed(0)
+    model = DenseNet121()
+    with record(model) as recorder:
+        logits = model(torch.randn(1, 3, 224, 224))
+    return logits, recorder, "features.denseblock3"
+
+
 def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     result = function()
@@ -64,7 +77,7 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
 def dot_whole_graph(outputs: Any, recorder: Any, timeout: float) -> Optional[float]:
     """Seconds ``dot -Tsvg`` takes on the whole graph, every block drawn (clusters as make_dot
     draws them); None past the timeout."""
-    source = to_dot(walk(outputs, recorder=recorder), show_shapes=False, fold_repeated=False)
+    source = to_dot(walk(outputs, recorder=recorder), show_shapes=False, fold_repeated=False, depth="full")
     started = time.perf_counter()
     try:
         subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=source.encode(), timeout=timeout, check=True,
@@ -104,7 +117,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--no-browser", action="store_true", help="skip the in-browser timings")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="explorer-bench-"))
-    cases = (("Llama, 80 layers (meta)", llama_80, "q_proj", 3.0), ("GPT-2, 240 layers (width 32)", gpt2_240, "c_attn", 5.0))
+    cases = (("Llama, 80 layers (meta)", llama_80, "q_proj", 3.0), ("GPT-2, 240 layers (width 32)", gpt2_240, "c_attn", 5.0),
+             ("DenseNet-121", densenet_121, "conv2", 10.0))
     for name, build, query, target in cases:
         outputs, recorder, layer = build()
         nodes = len(walk(outputs, recorder=recorder).nodes)

@@ -72,6 +72,8 @@ PORT_OUT = "out"
 
 # Per level, the dot runs in parallel: each is a process of its own.
 _LAYOUT_WORKERS = 4
+# DOT characters laid out by one dot at the least: small views share a process.
+_BATCH_CHARS = 60_000
 # Points per inch, as Graphviz measures node sizes.
 _POINTS = 72.0
 # The widest label, in characters, a node is laid out for; the page shortens longer ones.
@@ -937,12 +939,54 @@ def _lay_out(templates: list[dict], timeout: Optional[float]) -> None:
         expanded = template.get("expanded")
         if expanded is not None and "items" in expanded:
             jobs.append((expanded, expanded, _expanded_dot_source(template, templates)))
-    # The biggest first, so that one long layout does not start last.
-    order = sorted(range(len(jobs)), key=lambda n: -len(jobs[n][2][0]))
-    with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(jobs)))) as pool:
-        drawn = dict(zip(order, pool.map(lambda n: run_dot(jobs[n][2][0], "json0", timeout=timeout), order)))
+    # Expanded views run in a dot of their own: laid out after other graphs with module
+    # boxes, dot places boxes a little differently from run to run.
+    batches = _batches([len(source) for _target, _view, (source, _edges) in jobs], ["clusters" in view for _target, view, _ in jobs])
+
+    def lay_out_batch(batch: list[int]) -> list[dict]:
+        # One dot for many small views: dot reads graph after graph and writes one JSON
+        # document per graph. Starting dot costs more than laying out a small level, and
+        # a model whose layers all differ (DenseNet) has hundreds of them.
+        text = run_dot("".join(jobs[n][2][0] for n in batch), "json0", timeout=timeout).decode("utf-8")
+        decoder, at = json.JSONDecoder(), 0
+        found: list[dict] = []
+        while len(found) < len(batch):
+            while text[at].isspace():
+                at += 1
+            document, at = decoder.raw_decode(text, at)
+            found.append(document)
+        return found
+
+    with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(batches)))) as pool:
+        drawn: dict[int, dict] = {}
+        for batch, documents in zip(batches, pool.map(lay_out_batch, batches)):
+            drawn.update(zip(batch, documents))
     for n, (target, view, (_source, edges)) in enumerate(jobs):
-        target["layout"] = _read_layout(json.loads(drawn[n]), len(view["items"]), edges, len(view.get("clusters", ())))
+        target["layout"] = _read_layout(drawn[n], len(view["items"]), edges, len(view.get("clusters", ())))
+
+
+def _batches(sizes: Sequence[int], alone: Sequence[bool]) -> list[list[int]]:
+    """Job numbers in groups for one dot each: a big view alone, and each one ``alone``
+    says; small ones together, about as much DOT in each group as in the biggest view;
+    the group with the biggest view first, so that one long layout does not start last.
+
+    >>> _batches([50_000, 10, 20, 30_000, 40], [False, False, True, False, False])
+    [[0], [3, 4, 1], [2]]
+    """
+    order = sorted(range(len(sizes)), key=lambda n: -sizes[n])
+    limit = max(max(sizes, default=0), _BATCH_CHARS)
+    batches: list[list[int]] = [[n] for n in order if alone[n]]
+    filled = limit
+    shared: list[list[int]] = []
+    for n in order:
+        if alone[n]:
+            continue
+        if filled + sizes[n] > limit:
+            shared.append([])
+            filled = 0
+        shared[-1].append(n)
+        filled += sizes[n]
+    return sorted(batches + shared, key=lambda batch: -sizes[batch[0]])
 
 
 def _read_layout(drawn: dict, item_count: int, edges: "_ViewEdges", cluster_count: int = 0) -> dict:
