@@ -251,7 +251,7 @@ def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, .
     direct: Dict[tuple, List[int]] = {}  # (source, target, kind) -> positions of edges drawn as they were
     join: Dict[tuple, Tuple[int, int]] = {}  # (source, kind) -> (position of its join, the junction it joins)
     below: Dict[int, Tuple[int, int]] = {}  # junction -> (position of the trunk edge on, the next junction)
-    branch: Dict[Tuple[int, int], int] = {}  # (junction, target) -> position of the branch
+    branch: Dict[Tuple[int, int], List[int]] = {}  # (junction, target) -> positions of its branches
     for position, (source, target, rest) in enumerate(rerouted.links):
         if source < count and target < count:
             direct.setdefault((source, target, rest[0]), []).append(position)
@@ -260,8 +260,11 @@ def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, .
         elif target >= count:
             below[source - count] = (position, target - count)
         else:
-            branch.setdefault((source - count, target), position)
+            branch.setdefault((source - count, target), []).append(position)
     taken: Counter = Counter()
+    # An op that reads an output twice has two branches; one branch off a shared trunk
+    # (a bus) stands for the reads of every output that runs down it.
+    branched: Counter = Counter()
     routes: List[Tuple[int, ...]] = []
     for source, target, rest in links:
         key = (source, target, rest[0])
@@ -275,7 +278,9 @@ def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, .
         while (junction, target) not in branch:
             position, junction = below[junction]
             route.append(position)
-        route.append(branch[(junction, target)])
+        branches = branch[(junction, target)]
+        route.append(branches[branched[(junction, target)] % len(branches)])
+        branched[(junction, target)] += 1
         routes.append(tuple(route))
     return routes
 

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graphviz_autograd import OptionError, make_dot, to_dot
-from graphviz_autograd.graph import DATA, OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.graph import CUT, DATA, OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.junctions import link_routes, plan_junctions
 from graphviz_autograd.layout import estimate_layout_seconds, lay_out
 from graphviz_autograd.options import DrawOptions
 from graphviz_autograd.render import run_dot
@@ -293,3 +296,39 @@ def test_a_graph_too_big_for_dot_however_drawn_is_not_searched_for_junctions(mon
     graph = dense_block()
     monkeypatch.setattr(junctions, "MAX_NODES", len(graph.nodes) - 1)
     assert not junction_ids(to_dot(graph))
+
+
+@st.composite
+def fan_in_links(draw):
+    """Edges of a random DAG by node index (a lower index is upstream), with outputs read
+    many times far below, some reads repeated and of both kinds."""
+    count = draw(st.integers(min_value=6, max_value=30))
+    links = [(i, i + 1, (DATA, None, None)) for i in range(count - 1)]  # a spine, so reads are long
+    for _ in range(draw(st.integers(min_value=0, max_value=60))):
+        source = draw(st.integers(min_value=0, max_value=count - 2))
+        target = draw(st.integers(min_value=source + 1, max_value=count - 1))
+        links.append((source, target, (draw(st.sampled_from([DATA, DATA, CUT])), None, None)))
+    return count, draw(st.permutations(links))
+
+
+@settings(max_examples=200, deadline=None)
+@given(fan_in_links())
+def test_each_route_runs_from_its_source_to_its_reader_through_junctions_only(case):
+    count, links = case
+    rerouted = plan_junctions(count, links)
+    if rerouted is None:
+        return
+    routes = link_routes(rerouted, links)
+    assert len(routes) == len(links)
+    drawn = rerouted.links
+    for (source, target, rest), route in zip(links, routes):
+        ends = [drawn[p][:2] for p in route]
+        assert ends[0][0] == source and ends[-1][1] == target
+        assert all(a[1] == b[0] for a, b in zip(ends, ends[1:]))  # one chain of edges
+        assert all(a[1] >= count for a in ends[:-1])  # every stop on the way is a junction
+        assert drawn[route[-1]][2][0] == rest[0]  # the last edge, with its arrowhead, has the read's kind
+    # Every edge drawn serves some read, and an edge between two ops is one read's own.
+    used = Counter(p for route in routes for p in route)
+    assert set(used) == set(range(len(drawn)))
+    assert all(used[p] == 1 for p, (s, t, _) in enumerate(drawn) if s < count and t < count)
+
