@@ -214,6 +214,13 @@ def test_fan_in_runs_down_junctions_and_each_edge_is_one_path_between_its_ends()
     assert "routes" not in layer["layout"] and len(layer["layout"]["edges"]) == len(layer["edges"])
 
 
+def test_the_same_model_gives_the_same_page(gpt2_page):
+    # Small views share a dot process; laid out after other graphs, module boxes would move.
+    logits, recorder = tiny_gpt2(4)
+    again = explore(logits, recorder=recorder).data
+    assert json.dumps(again, sort_keys=True) == json.dumps(gpt2_page.data, sort_keys=True)
+
+
 def test_expanded_view_opens_every_module_once_per_folded_run(gpt2_page):
     data = gpt2_page.data
     templates = data["templates"]
