@@ -110,17 +110,22 @@ def plan_junctions(
     """
     if not links or count > MAX_NODES:
         return None
+    # A read is long when its op sits two ranks or more below the output; the op of the
+    # output's longest way down sits one below, so at least one of its edges is not a long
+    # read: an output needs min_long_reads + 1 edges for a trunk. (A transformer layer's
+    # normalised input, read by q, k, v and the residual, has four, and costs no ranking.)
+    needed = min_long_reads + 1
     if reads is None:
         # Most graphs have no output read that often. Each output read n times is n - 1
         # edges more than the outputs read: a set tells, in half the time of a count.
         sources = list(map(itemgetter(0), links))
-        if len(sources) - len(set(sources)) < min_long_reads - 1:
+        if len(sources) - len(set(sources)) < needed - 1:
             return None
         reads = Counter(sources)
     read_counts = reads
-    if not read_counts or max(read_counts.values()) < min_long_reads:
+    if not read_counts or max(read_counts.values()) < needed:
         return None
-    candidates = {source for source, reads in read_counts.items() if reads >= min_long_reads}
+    candidates = {source for source, reads in read_counts.items() if reads >= needed}
     rank = longest_path_ranks(count, [(link[0], link[1]) for link in links if link[0] != link[1]])
     planner = _Planner(count, links, rank)
     for (source, kind), positions in _long_reads(links, rank, candidates.__contains__).items():
