@@ -20,7 +20,7 @@ import gc
 import importlib
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from . import models
@@ -31,8 +31,8 @@ THIS_CHECKOUT = Path(__file__).resolve().parent.parent
 DEFAULT_CASES = ("gpt2-small", "bert-base", "resnet50", "densenet121", "lstm-30-steps", "chain-10k", "chain-100k")
 
 
-def import_checkout(root: Path) -> ModuleType:
-    """The ``graphviz_autograd`` package of the checkout at ``root``, freshly imported.
+def import_checkout(root: Path) -> SimpleNamespace:
+    """``walk`` and ``to_dot`` of the checkout at ``root``, freshly imported.
 
     Modules already imported from another checkout are dropped first, so that the
     package's own imports (``from .walk import ...``) resolve inside ``root``.
@@ -46,14 +46,17 @@ def import_checkout(root: Path) -> ModuleType:
         sys.path.remove(str(root))
     if not Path(package.__file__).resolve().is_relative_to(root.resolve()):
         raise SystemExit(f"graphviz_autograd was imported from {package.__file__}, not from {root}.")
-    return package
+    # The package imports its public names when they are first read: read them now, while
+    # this checkout's modules are the ones in sys.modules. (Read later, after the other
+    # checkout was imported, both would be the other checkout's functions.)
+    return SimpleNamespace(walk=package.walk, to_dot=package.to_dot, __file__=package.__file__)
 
 
-def walk_and_draw(package: ModuleType, outputs: Any, params: Optional[dict]) -> Callable[[], str]:
+def walk_and_draw(package: SimpleNamespace, outputs: Any, params: Optional[dict]) -> Callable[[], str]:
     return lambda: package.to_dot(package.walk(outputs, params))
 
 
-def compare(before: ModuleType, now: ModuleType, names: list[str], repeat: int) -> list[str]:
+def compare(before: SimpleNamespace, now: SimpleNamespace, names: list[str], repeat: int) -> list[str]:
     rows = [
         "| graph | nodes | bare ms | walk+dot ms before | now | before/now | ours/bare before | now "
         "| torchviz ms | torchviz/ours before | now | same DOT |",

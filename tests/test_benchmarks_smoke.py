@@ -1,6 +1,7 @@
 """The benchmark script runs and prints its table. A smoke test: no time is asserted."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,17 @@ def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[:2] == ["lstm-30-steps", "491"] and cells[-1] == "True"
     float(cells[5])  # before/now
+
+
+def test_compare_measures_the_other_checkout_not_this_one_twice(tmp_path):
+    # A copy of the package whose DOT ends in a comment: compare must see the difference.
+    shutil.copytree(ROOT / "graphviz_autograd", tmp_path / "graphviz_autograd")
+    with open(tmp_path / "graphviz_autograd" / "dot.py", "a", encoding="utf-8") as dot:
+        dot.write("\n_to_dot = to_dot\n\n\ndef to_dot(*args, **kwargs):\n    return _to_dot(*args, **kwargs) + '// other\\n'\n")
+    done = run_module("benchmarks.compare", "--before", str(tmp_path), "--only", "lstm-30-steps", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| lstm")]
+    assert row.rstrip(" |").endswith("False")
 
 
 def test_compare_refuses_a_folder_without_the_package(tmp_path):
