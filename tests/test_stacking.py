@@ -50,13 +50,7 @@ def test_an_op_fed_only_from_far_above_is_kept_below_the_output_entering_its_box
 def test_a_tied_output_layer_stays_below_the_blocks():
     # GPT-2's lm_head multiplies by the embedding's weight: its box held the weight's
     # transpose up at the embedding, and stretched over the whole model.
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, n_positions=8, vocab_size=32))
-    with record(model) as rec:
-        out = model(torch.arange(6).unsqueeze(0)).logits
-    source = make_dot(out, recorder=rec, fold_repeated=False, depth="full").source
-    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
-    heights = {parts[1]: float(parts[3]) for parts in map(str.split, plain.splitlines()) if parts[0] == "node"}
+    source, heights = _laid_out(GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=16, n_head=2, n_positions=8, vocab_size=32)))
     head = [heights[n] for n in _members_of_cluster(source, "lm_head")]
     blocks = [heights[n] for n in _members_of_cluster(source, "transformer.h.1") if n in heights]
     assert head and blocks and max(head) < min(blocks)
@@ -64,17 +58,7 @@ def test_a_tied_output_layer_stays_below_the_blocks():
 
 @needs_graphviz
 def test_transformer_blocks_stack_in_one_column():
-    torch.manual_seed(0)
-    model = GPT2Model(GPT2Config(n_layer=4, n_embd=16, n_head=2, n_positions=8, vocab_size=32))
-    with record(model) as rec:
-        out = model(torch.arange(6).unsqueeze(0)).last_hidden_state
-    source = make_dot(out, recorder=rec, fold_repeated=False).source
-    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
-    heights = {}
-    for line in plain.splitlines():
-        parts = line.split()
-        if parts[0] == "node":
-            heights[parts[1]] = float(parts[3])
+    source, heights = _laid_out(GPT2Model(GPT2Config(n_layer=4, n_embd=16, n_head=2, n_positions=8, vocab_size=32)))
     spans = []
     for block in range(4):
         prefix = f"h.{block}"
@@ -105,6 +89,16 @@ def test_boxes_take_at_most_half_again_the_area_of_the_same_graph_without():
         return float(width) * float(height)
 
     assert area(clusters=True) <= 1.5 * area(clusters=False)
+
+
+def _laid_out(model: torch.nn.Module) -> tuple[str, dict]:
+    """The DOT of a recorded GPT-2's full graph, every block drawn, and each node's height in dot's layout."""
+    torch.manual_seed(0)
+    with record(model) as rec:
+        out = model(torch.arange(6).unsqueeze(0))
+    source = make_dot(out[0], recorder=rec, fold_repeated=False, depth="full").source
+    plain = subprocess.run(["dot", "-Tplain"], input=source, capture_output=True, text=True, check=True).stdout
+    return source, {parts[1]: float(parts[3]) for parts in map(str.split, plain.splitlines()) if parts[0] == "node"}
 
 
 def _members_of_cluster(source: str, path: str) -> list:
