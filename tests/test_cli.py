@@ -698,11 +698,17 @@ def test_subprocess_without_dot_on_path(tmp_path):
     assert files_in(tmp_path) == ["bin", "good.py"]
 
 
+# The console script pip installed beside this interpreter (a virtual environment's
+# bin/ need not be on PATH), else the one on PATH.
+_beside_python = Path(sys.executable).with_name("graphviz-autograd")
+CONSOLE_SCRIPT = str(_beside_python) if _beside_python.is_file() else shutil.which("graphviz-autograd")
+
+
 @needs_dot
-@pytest.mark.skipif(shutil.which("graphviz-autograd") is None, reason="the console script is not installed")
+@pytest.mark.skipif(CONSOLE_SCRIPT is None, reason="the console script is not installed")
 def test_installed_console_script(tmp_path):
     done = subprocess.run(
-        ["graphviz-autograd", "render", str(REPO / "samples" / "mnist_cnn.py"), "-o", "mnist.pdf"],
+        [CONSOLE_SCRIPT, "render", str(REPO / "samples" / "mnist_cnn.py"), "-o", "mnist.pdf"],
         cwd=tmp_path,
         env=subprocess_env(),
         capture_output=True,
