@@ -110,8 +110,19 @@ class Recorder:
         # The key under which this recorder's notes sit in each node's metadata.
         self.key = f"graphviz_autograd.record.{next(_keys)}"
         self.modules: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
+        self._defined = self.modules  # the model's own modules, without the calls after the first
+        self._module_index = {info.path: i for i, info in enumerate(self.modules)}  # path -> place in _defined
         self._module_paths = frozenset(info.path for info in self.modules)
-        self._stack: list[str] = []
+        # The module calls running, innermost last: (module path, the path its ops are noted under).
+        self._stack: list[tuple[str, str]] = []
+        # A module called again within one call of its parent (a ReLU a block uses three
+        # times, a cell run at every step, an encoder applied to two inputs) is drawn once
+        # per call: its later calls are noted as modules of their own, 'path#2', 'path#3',
+        # so that a drawing never joins separate calls into one box with edges looping
+        # back into it. (parent's noted path, module path) -> calls so far:
+        self._calls: dict[tuple[str, str], int] = {}
+        # The noted path of each later call -> (module path, its place for sorting).
+        self._later_calls: dict[str, tuple[str, tuple]] = {}
         self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._fixed_reasons: dict[int, Reason] = {}  # id -> reason, for frozen parameters and buffers
         # id -> name of the model's inputs, parameters and buffers, while recording
@@ -202,6 +213,7 @@ class Recorder:
         finally:
             self._remove_hooks()
             self._stack = []
+            self.modules = _with_later_calls(self._defined, self._later_calls)
             self._fixed_reasons = {}
             self._frozen_names = {}
             self._names = {}
@@ -230,9 +242,30 @@ class Recorder:
     def _enter_module(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
             if not _compiling() and threading.get_ident() == self._thread:
-                self._stack.append(name)
+                self._stack.append((name, self._call_path(name)))
 
         return pre_hook
+
+    def _call_path(self, name: str) -> str:
+        """The path the ops of this call of module ``name`` are noted under: ``name`` for
+        its first call within the running call of its parent, ``name#2``, ``name#3``
+        for the next ones; under a later call of the parent, the parent's path for
+        that call (``encoder#2.conv``). The model itself is always ''."""
+        if not name:
+            return name
+        parent, _, last = name.rpartition(".")
+        # The running call of the parent, innermost first; its first call when none runs
+        # (a module called from outside its parent's forward).
+        parent_call = next((called for path, called in reversed(self._stack) if path == parent), parent)
+        calls = self._calls[(parent_call, name)] = self._calls.get((parent_call, name), 0) + 1
+        path = f"{parent_call}.{last}" if parent_call else last
+        if calls > 1:
+            path = f"{path}#{calls}"
+        if path != name and path not in self._later_calls:
+            index = self._module_index
+            parent_place = self._later_calls[parent_call][1] if parent_call in self._later_calls else _place(parent, index)
+            self._later_calls[path] = (name, parent_place + ((index.get(name, len(index)), calls),))
+        return path
 
     def _leave_module(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -240,14 +273,15 @@ class Recorder:
                 return
             # Pop back to this module: a child whose forward raised popped nothing.
             while self._stack:
-                if self._stack.pop() == name:
+                if self._stack.pop()[0] == name:
                     break
 
         return hook
 
     @property
     def current_module(self) -> str:
-        return self._stack[-1] if self._stack else ""
+        """The path the running call's ops are noted under ('' outside every module)."""
+        return self._stack[-1][1] if self._stack else ""
 
     # --- what the mode reports ---
 
@@ -472,6 +506,29 @@ def _module_infos(model: torch.nn.Module) -> tuple[ModuleInfo, ...]:
         count = sum(p.numel() for p in module.parameters())
         infos.append(ModuleInfo(name, type(module).__name__, count))
     return tuple(infos)
+
+
+def _place(path: str, index: dict[str, int]) -> tuple:
+    """Where the first call of module ``path`` sorts: per level of its path, (the place of that
+    module in the model's, by ``index``, call 1)."""
+    if not path:
+        return ()
+    parts = path.split(".")
+    return tuple((index.get(".".join(parts[: i + 1]), len(index)), 1) for i in range(len(parts)))
+
+
+def _with_later_calls(modules: tuple[ModuleInfo, ...], later: dict[str, tuple[str, tuple]]) -> tuple[ModuleInfo, ...]:
+    """``modules`` with a :class:`ModuleInfo` for each later call of one, each right after
+    the calls before it and everything inside them. A later call holds no parameters of
+    its own: its ops read those of the first call."""
+    if not later:
+        return modules
+    types = {info.path: info.type_name for info in modules}
+    index = {info.path: i for i, info in enumerate(modules)}
+    placed = [(_place(info.path, index), info) for info in modules]
+    placed.extend((place, ModuleInfo(path, types.get(name, ""), 0)) for path, (name, place) in later.items())
+    placed.sort(key=lambda pair: pair[0])
+    return tuple(info for _, info in placed)
 
 
 def _frozen_and_buffers(model: torch.nn.Module) -> dict[int, tuple[str, str, str]]:

@@ -213,7 +213,7 @@ def test_each_op_belongs_to_the_innermost_module_that_ran_it():
     graph = recorded(Stack(), torch.ones(1, 2, requires_grad=True))
     assert sorted(op_modules(graph)) == sorted([
         ("SumBackward0", ""),
-        ("AddmmBackward0", "shared"),
+        ("AddmmBackward0", "shared#2"),  # the second call of the shared layer: a module of its own
         ("AddBackward0", "blocks.1"),
         ("TanhBackward0", "blocks.1"),
         ("AddmmBackward0", "blocks.1.inner"),
@@ -223,7 +223,7 @@ def test_each_op_belongs_to_the_innermost_module_that_ran_it():
         ("AddmmBackward0", "blocks.0.inner"),
         ("TBackward0", "blocks.0.inner"),
         ("TBackward0", "shared"),
-        ("TBackward0", "shared"),  # each call of the shared layer transposes its weight anew
+        ("TBackward0", "shared#2"),  # each call of the shared layer transposes its weight anew
         ("TBackward0", "blocks.1.inner"),
     ])
     owners = {n.label: n.module for n in graph.nodes if n.kind == "parameter"}
@@ -248,6 +248,7 @@ def test_each_op_belongs_to_the_innermost_module_that_ran_it():
         ("blocks.1", "Block", 6),
         ("blocks.1.inner", "Linear", 6),
         ("shared", "Linear", 6),
+        ("shared#2", "Linear", 0),  # its parameters stay with the first call
     ]
 
 
@@ -425,3 +426,74 @@ def test_in_place_ops_belong_to_the_module_that_ran_them():
     assert ("ReluBackward0", "0.act") in modules and ("ReluBackward0", "1.act") in modules
     assert ("AddBackward0", "0") in modules and ("AddBackward0", "1") in modules
     assert all(module for _, module in modules), modules
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck pattern: one ReLU module applied after each convolution and after the add."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Linear(2, 2), nn.Linear(2, 2)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        out = self.relu(self.conv1(x))
+        out = self.relu(self.conv2(out))
+        return self.relu(out + x)
+
+
+class Siamese(nn.Module):
+    """One encoder (with a child) applied to two inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
+        self.head = nn.Linear(2, 1)
+
+    def forward(self, a, b):
+        return self.head(self.encoder(a) - self.encoder(b)).sum()
+
+
+def test_each_call_of_a_module_called_again_is_a_module_of_its_own():
+    graph = recorded(nn.Sequential(Bottleneck()), torch.ones(1, 2))
+    relus = [n.module for n in graph.nodes if n.label == "ReluBackward0"]
+    assert sorted(relus) == ["0.relu", "0.relu#2", "0.relu#3"]
+    # Each later call comes right after the calls before it, with the module's class and no parameters.
+    assert [(m.path, m.type_name, m.parameters) for m in graph.modules] == [
+        ("", "Sequential", 12),
+        ("0", "Bottleneck", 12),
+        ("0.conv1", "Linear", 6),
+        ("0.conv2", "Linear", 6),
+        ("0.relu", "ReLU", 0),
+        ("0.relu#2", "ReLU", 0),
+        ("0.relu#3", "ReLU", 0),
+    ]
+
+
+def test_a_later_call_of_a_parent_holds_the_calls_of_its_children():
+    model = Siamese()
+    graph = recorded(model, torch.ones(1, 2), torch.ones(1, 2))
+    assert {n.module for n in graph.nodes if n.kind == OP} == {
+        "", "encoder.0", "encoder.1", "encoder#2.0", "encoder#2.1", "head",
+    }
+    paths = [m.path for m in graph.modules]
+    assert paths == ["", "encoder", "encoder.0", "encoder.1", "encoder#2", "encoder#2.0", "encoder#2.1", "head"]
+    # The shared weights belong to the first call: the second reads them from there.
+    owners = {n.label: n.module for n in graph.nodes if n.kind == "parameter"}
+    assert owners["encoder.0.weight"] == "encoder.0"
+    weight = next(n.id for n in graph.nodes if n.label == "encoder.0.weight")
+    accumulate = next(e.target for e in graph.edges if e.source == weight)
+    readers = {graph.node(e.target).module for e in graph.edges if e.source == accumulate}
+    assert readers == {"encoder.0", "encoder#2.0"}
+
+
+def test_modules_called_once_keep_their_paths():
+    model = Stack()
+    with record(model) as rec:
+        model(torch.ones(1, 2))
+    # Stack calls its shared layer twice: 'shared#2' is added, and nothing else changes.
+    assert [m.path for m in rec.modules if "#" in m.path] == ["shared#2"]
+    assert tuple(m for m in rec.modules if "#" not in m.path) == tuple(
+        (path, type(module).__name__, sum(p.numel() for p in module.parameters()))
+        for path, module in model.named_modules()
+    )
