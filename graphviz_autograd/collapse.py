@@ -79,7 +79,7 @@ def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> Au
         path = owner.get(node.id)
         if path is not None:
             members.setdefault(path, []).append(node)
-    folded_into = _fold(tree, members) if fold_repeated else {}
+    folded_into = _fold(tree, members, _targets(graph.edges)) if fold_repeated else {}
 
     # Renumber in walk order of first appearance; a box appears where its first member does.
     new_id: dict[str, str] = {}  # old node id -> new id
@@ -214,8 +214,14 @@ def _signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
     return (info.type_name, info.parameters, tuple(sorted(ops.items())))
 
 
-def _fold(tree: _ModuleTree, members: dict[str, list[Node]]) -> dict[str, str]:
-    """Box path -> the first box of its run of alike consecutive siblings (runs of two or more)."""
+def _fold(tree: _ModuleTree, members: dict[str, list[Node]], targets: dict[str, set]) -> dict[str, str]:
+    """Box path -> the first box of its run of alike consecutive siblings (runs of two or more).
+
+    A run that a path leaves and enters again stays unfolded: one box would draw that
+    path as a loop. So the three calls of the ReLU a ResNet block applies after each
+    of its convolutions stay three boxes, where a stack of layers (each feeding the
+    next) or alike modules side by side (a block's query, key and value) fold.
+    """
     folded_into: dict[str, str] = {}
     parents = {tree.parent(path) for path in members}
     for parent in sorted(parents, key=lambda p: tree.order.get(p, -1)):
@@ -227,7 +233,7 @@ def _fold(tree: _ModuleTree, members: dict[str, list[Node]]) -> dict[str, str]:
             if child is not None and signature is not None and signature == previous:
                 run.append(child)
                 continue
-            if len(run) > 1:
+            if len(run) > 1 and not _reenters(run, members, targets):
                 folded_into.update((path, run[0]) for path in run)
             run = [child] if child is not None and signature is not None else []
             previous = signature
@@ -306,9 +312,7 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             if path in tree.info:
                 under.setdefault(path, []).append(node)
             path = path.rpartition(".")[0]
-    targets: dict[str, set] = {}  # node id -> the ids it feeds
-    for edge in graph.edges:
-        targets.setdefault(edge[0], set()).add(edge[1])
+    targets = _targets(graph.edges)
     stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
     dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
     block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
@@ -373,6 +377,14 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             edges[key] = new
     modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
     return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
+
+
+def _targets(edges: tuple[Edge, ...]) -> dict[str, set]:
+    """Node id -> the ids it feeds."""
+    targets: dict[str, set] = {}
+    for edge in edges:
+        targets.setdefault(edge[0], set()).add(edge[1])
+    return targets
 
 
 def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:

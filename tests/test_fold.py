@@ -98,3 +98,67 @@ def test_blocks_joined_by_an_add_outside_them_are_not_folded_into_a_cycle():
     assert len(folded.nodes) < len(residual_blocks(add_outside=False).nodes)  # alike blocks fold
     outside = residual_blocks(add_outside=True)
     assert fold_to_representative(outside) == outside  # folding would feed block 0 from itself
+
+
+class TwoReluBlock(torch.nn.Module):
+    """A residual block whose activations are alike modules declared side by side, or,
+    with ``shared``, one module applied twice (as torchvision's blocks apply ``self.relu``)."""
+
+    def __init__(self, shared: bool):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+        self.relu1 = torch.nn.ReLU()
+        self.relu2 = self.relu1 if shared else torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.relu2(self.fc2(self.relu1(self.fc1(x))) + x)
+
+
+def drawn_edges(source: str) -> list[tuple[str, str]]:
+    return re.findall(r"^\t(\w+) -> (\w+)", source, re.MULTILINE)
+
+
+def has_cycle(edges: list[tuple[str, str]]) -> bool:
+    targets: dict[str, list[str]] = {}
+    for source, target in edges:
+        targets.setdefault(source, []).append(target)
+    state: dict[str, int] = {}  # 1 on the path being followed, 2 done
+    for start in list(targets):
+        pending = [(start, iter(targets.get(start, ())))]
+        if state.get(start):
+            continue
+        state[start] = 1
+        while pending:
+            node, children = pending[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                pending.pop()
+            elif state.get(child) == 1:
+                return True
+            elif not state.get(child):
+                state[child] = 1
+                pending.append((child, iter(targets.get(child, ()))))
+    return False
+
+
+def test_has_cycle_finds_a_loop():
+    assert has_cycle([("a", "b"), ("b", "c"), ("c", "a")])
+    assert not has_cycle([("a", "b"), ("a", "c"), ("b", "c")])
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["alike-modules", "one-module-twice"])
+def test_no_summary_of_a_block_with_two_activations_draws_a_loop(shared):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(TwoReluBlock(shared), TwoReluBlock(shared))
+    with record(model) as rec:
+        out = model(torch.ones(1, 3)).sum()
+    graph = walk(out, model, recorder=rec)
+    for depth in (0, 1, 2, "full"):
+        for fold in (True, False):
+            source = make_dot(graph, depth=depth, fold_repeated=fold).source
+            assert not has_cycle(drawn_edges(source)), (depth, fold)
+    # Two activation boxes per block, not one box the block's path runs through twice.
+    summary = make_dot(graph, depth=1, fold_repeated=False).source
+    second = "0.relu1#2" if shared else "0.relu2"
+    assert re.search(r'label="0\.relu1\\n', summary) and re.search(rf'label="{re.escape(second)}\\n', summary)
