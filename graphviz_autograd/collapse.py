@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Optional
 
 from .errors import OptionError
-from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location
+from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, module_of_call
 
 # Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
 ELLIPSIS = " \u2026 "
@@ -229,7 +229,13 @@ def _fold(tree: _ModuleTree, members: dict[str, list[Node]], targets: dict[str, 
         previous = None
         children: list[Optional[str]] = [*tree.children.get(parent, []), None]  # None ends the last run
         for child in children:
-            signature = _signature(tree.info[child], members[child]) if child in members else None
+            # A later call of a module holds no parameters of its own: it is alike with its
+            # first call when it uses the same ones (a cell run at every step folds).
+            signature = None
+            if child in members:
+                info = tree.info[child]
+                first_call = tree.info.get(module_of_call(child), info)
+                signature = _signature(info._replace(parameters=first_call.parameters), members[child])
             if child is not None and signature is not None and signature == previous:
                 run.append(child)
                 continue

@@ -128,6 +128,28 @@ class Edge(NamedTuple):
         }
 
 
+# A module called more than once in a recorded forward pass: each later call is noted as
+# a module of its own, its path with "#2", "#3", ... (see record.Recorder), and the
+# calls inside a later call under that path ("encoder#2.conv").
+CALL_MARK = "#"
+
+
+def module_of_call(path: str) -> str:
+    """The path of the module whose call ``path`` names: ``path`` less its call marks.
+
+    >>> module_of_call("encoder#2.layers.0.relu#3"), module_of_call("layers.0")
+    ('encoder.layers.0.relu', 'layers.0')
+    """
+    if CALL_MARK not in path:
+        return path
+    return ".".join(_call_of(part) for part in path.split("."))
+
+
+def _call_of(part: str) -> str:
+    base, mark, number = part.rpartition(CALL_MARK)
+    return base if mark and number.isdigit() else part
+
+
 class ModuleInfo(NamedTuple):
     """A module of the recorded model: its qualified name ('' for the model itself),
     class name, and how many parameter elements it holds (its submodules' included)."""

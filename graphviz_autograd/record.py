@@ -41,6 +41,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .errors import InputTypeError
 from .graph import (
     BUFFER,
+    CALL_MARK,
     DATA_ATTRIBUTE,
     DETACH,
     FROZEN,
@@ -260,7 +261,7 @@ class Recorder:
         calls = self._calls[(parent_call, name)] = self._calls.get((parent_call, name), 0) + 1
         path = f"{parent_call}.{last}" if parent_call else last
         if calls > 1:
-            path = f"{path}#{calls}"
+            path = f"{path}{CALL_MARK}{calls}"
         if path != name and path not in self._later_calls:
             index = self._module_index
             parent_place = self._later_calls[parent_call][1] if parent_call in self._later_calls else _place(parent, index)

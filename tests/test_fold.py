@@ -162,3 +162,16 @@ def test_no_summary_of_a_block_with_two_activations_draws_a_loop(shared):
     summary = make_dot(graph, depth=1, fold_repeated=False).source
     second = "0.relu1#2" if shared else "0.relu2"
     assert re.search(r'label="0\.relu1\\n', summary) and re.search(rf'label="{re.escape(second)}\\n', summary)
+
+
+def test_a_cell_called_at_every_step_folds_into_one_box_with_its_parameters_once():
+    from .test_layout import recorded_steps
+
+    graph = recorded_steps(5)
+    source = make_dot(graph, depth=0).source
+    assert not has_cycle(drawn_edges(source))
+    labels = re.findall(r'label="([^"]*)"', source)
+    cell = next(label for label in labels if label.startswith("cell"))
+    # RNNCell(3, 4): 4x3 + 4x4 weights and two biases of 4
+    assert cell == "cell \u2026 cell#5\\nRNNCell \u00d75\\n" + cell.rsplit("\\n", 1)[1]
+    assert cell.endswith(" 36 params")
