@@ -13,7 +13,7 @@ from operator import itemgetter
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns
+from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns, module_of_call
 
 # A parameter used more often than this is drawn once per use. One weight feeding
 # every step of an unrolled loop makes edges that reach down across many ranks, which
@@ -57,9 +57,12 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
 
     # Parameters and leaves that feed a shared AccumulateGrad travel with each copy.
     copies_of = dict(shared)  # node index -> how many copies it gets (uses of what it feeds)
+    fed: Dict[int, int] = {}  # parameter or leaf -> the shared AccumulateGrad it feeds
     for source, target, _ in links:
         if target in shared and source < len(contents) and contents[source][0] in (PARAMETER, LEAF):
             copies_of[source] = max(copies_of.get(source, 1), shared[target])
+            fed.setdefault(source, target)
+    modules = _modules_of_uses(contents, links, shared)
 
     # The result is built as columns too: node i's copies sit one after another
     # from index at[i], and a parameter's copies share its content tuple.
@@ -77,11 +80,15 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
             new_contents.append(content)
             continue
         new_ids.extend(node_id if u == 1 else f"{node_id}_{u}" for u in range(1, count + 1))
+        in_modules = modules.get(i if i in shared else fed.get(i, -1))
         if i in shared:
             kind, label, *rest = content
             new_contents.extend((kind, _use_label(label, u, count), *rest) for u in range(1, count + 1))
         else:
             new_contents.extend([content] * count)
+        if in_modules is not None:  # each copy in the call of its module that reads it
+            copies = new_contents[-count:]
+            new_contents[-count:] = [(*copy[:-1], module) for copy, module in zip(copies, in_modules)] + copies[len(in_modules):]
     for i in range(len(contents), len(ids)):  # ids that edges name but no node has
         at.append(len(new_ids))
         new_ids.append(ids[i])
@@ -110,6 +117,22 @@ def _shared_accumulate_grads(contents: Sequence[tuple], uses: Mapping[int, int],
         for i, count in uses.items()
         if count > max_uses and 0 <= i < len(contents) and contents[i][0] == ACCUMULATE_GRAD
     }
+
+
+def _modules_of_uses(contents: Sequence[tuple], links: Sequence[tuple], shared: Mapping[int, int]) -> Dict[int, List[str]]:
+    """For each shared AccumulateGrad read by later calls of its parameter's module (a
+    recorded cell run at every step of a loop), the module of the op reading each use:
+    the copy for that use is drawn in that call. Others are left where they are."""
+    readers: Dict[int, List[str]] = {}
+    for source, target, _ in links:
+        if source in shared:
+            readers.setdefault(source, []).append(contents[target][-1] if target < len(contents) else "")
+    moved = {}
+    for node, modules in readers.items():
+        owner = contents[node][-1]
+        if any(module != owner and module_of_call(module) == owner for module in modules):
+            moved[node] = [module if module_of_call(module) == owner else owner for module in modules]
+    return moved
 
 
 def _use_label(label: str, use: int, uses: int) -> str:

@@ -139,6 +139,77 @@ def test_split_of_a_real_lstm_copies_each_weight_once_per_step():
     assert sum(1 for n in split.nodes if n.id.endswith(f"_{steps}")) == 2 * 4
 
 
+class StepModel(nn.Module):
+    """A recorded loop: one cell and one output layer called at every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell, self.out = nn.RNNCell(3, 4), nn.Linear(4, 2)
+
+    def forward(self, xs):
+        h = torch.zeros(1, 4)
+        outs = []
+        for x in xs:
+            h = self.cell(x, h)
+            outs.append(self.out(h))
+        return torch.stack(outs).sum()
+
+
+def recorded_steps(steps: int):
+    from graphviz_autograd import record
+
+    torch.manual_seed(0)
+    model = StepModel()
+    with record(model) as rec:
+        out = model(torch.randn(steps, 1, 3))
+    return walk(out, model, recorder=rec)
+
+
+def test_split_puts_each_copy_in_the_call_that_reads_it():
+    steps = DEFAULT_MAX_USES + 2
+    split = split_shared_leaves(recorded_steps(steps))
+    for name, module in (("out.weight", "out"), ("cell.weight_ih", "cell")):
+        copies = [n for n in split.nodes if n.kind == PARAMETER and n.label == name]
+        calls = [module] + [f"{module}#{k}" for k in range(2, steps + 1)]
+        assert sorted(n.module for n in copies) == sorted(calls)
+        # Each copy's AccumulateGrad sits in the same call as the copy and the op it feeds.
+        for copy in copies:
+            accumulate = split.node(next(e.target for e in split.edges if e.source == copy.id))
+            reader = split.node(next(e.target for e in split.edges if e.source == accumulate.id))
+            assert accumulate.module == copy.module == reader.module
+
+
+class Reader(nn.Module):
+    def forward(self, x, weight):
+        return x @ weight
+
+
+class ReadElsewhere(nn.Module):
+    """One module's weight read by ten other modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.owner = nn.Linear(3, 3)
+        self.readers = nn.ModuleList(Reader() for _ in range(DEFAULT_MAX_USES + 2))
+
+    def forward(self, x):
+        for reader in self.readers:
+            x = reader(x, self.owner.weight)
+        return x.sum()
+
+
+def test_split_leaves_copies_read_by_other_modules_with_the_owner():
+    from graphviz_autograd import record
+
+    model = ReadElsewhere()
+    with record(model) as rec:
+        out = model(torch.ones(1, 3))
+    split = split_shared_leaves(walk(out, model, recorder=rec))
+    copies = [n for n in split.nodes if n.kind == PARAMETER and n.label == "owner.weight"]
+    assert len(copies) == DEFAULT_MAX_USES + 2
+    assert {n.module for n in copies} == {"owner"}
+
+
 def test_dot_splits_by_default_and_can_be_told_not_to():
     graph = shared_parameter_graph(DEFAULT_MAX_USES + 1)
     split_source = to_dot(graph)
