@@ -98,7 +98,8 @@ class Recorder:
     """What :func:`record` saw. Pass it to ``walk``/``make_dot``/``render`` as ``recorder=``.
 
     ``modules`` lists the model's modules (``ModuleInfo``: qualified name, class,
-    parameter count) in definition order; empty when recording without a model.
+    parameter count) in definition order, and the later calls of a module called more
+    than once (``relu#2``); empty when recording without a model.
     """
 
     def __init__(self, model: Optional[torch.nn.Module]):
@@ -110,10 +111,10 @@ class Recorder:
         self.model = model
         # The key under which this recorder's notes sit in each node's metadata.
         self.key = f"graphviz_autograd.record.{next(_keys)}"
-        self.modules: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
-        self._defined = self.modules  # the model's own modules, without the calls after the first
-        self._module_index = {info.path: i for i, info in enumerate(self.modules)}  # path -> place in _defined
-        self._module_paths = frozenset(info.path for info in self.modules)
+        # The model's own modules, without the calls after the first (see modules).
+        self._defined: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
+        self._module_index = {info.path: i for i, info in enumerate(self._defined)}  # path -> place in _defined
+        self._module_paths = frozenset(info.path for info in self._defined)
         # The module calls running, innermost last: (module path, the path its ops are noted under).
         self._stack: list[tuple[str, str]] = []
         # A module called again within one call of its parent (a ReLU a block uses three
@@ -124,6 +125,7 @@ class Recorder:
         self._calls: dict[tuple[str, str], int] = {}
         # The noted path of each later call -> (module path, its place for sorting).
         self._later_calls: dict[str, tuple[str, tuple]] = {}
+        self._modules: Optional[tuple[ModuleInfo, ...]] = None  # modules, once put together
         self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._fixed_reasons: dict[int, Reason] = {}  # id -> reason, for frozen parameters and buffers
         # id -> name of the model's inputs, parameters and buffers, while recording
@@ -145,6 +147,14 @@ class Recorder:
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
+
+    @property
+    def modules(self) -> tuple[ModuleInfo, ...]:
+        """The model's modules (:class:`ModuleInfo`) in definition order, each later call
+        of one right after the calls before it; empty when recording without a model."""
+        if self._modules is None:
+            self._modules = _with_later_calls(self._defined, self._later_calls)
+        return self._modules
 
     # --- what the walk asks ---
 
@@ -214,7 +224,6 @@ class Recorder:
         finally:
             self._remove_hooks()
             self._stack = []
-            self.modules = _with_later_calls(self._defined, self._later_calls)
             self._fixed_reasons = {}
             self._frozen_names = {}
             self._names = {}
@@ -263,6 +272,7 @@ class Recorder:
         if calls > 1:
             path = f"{path}{CALL_MARK}{calls}"
         if path != name and path not in self._later_calls:
+            self._modules = None
             index = self._module_index
             parent_place = self._later_calls[parent_call][1] if parent_call in self._later_calls else _place(parent, index)
             self._later_calls[path] = (name, parent_place + ((index.get(name, len(index)), calls),))

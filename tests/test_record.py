@@ -497,3 +497,14 @@ def test_modules_called_once_keep_their_paths():
         (path, type(module).__name__, sum(p.numel() for p in module.parameters()))
         for path, module in model.named_modules()
     )
+
+
+def test_a_graph_walked_while_recording_knows_the_later_calls_so_far():
+    model = nn.Sequential(Bottleneck())
+    with record(model) as rec:
+        out = model(torch.ones(1, 2))
+        inside = walk(out, model, recorder=rec)
+        model(torch.ones(1, 2))  # a second pass: its calls come after the first's
+    assert {m.path for m in inside.modules} >= {"0.relu", "0.relu#2", "0.relu#3"}
+    assert "0#2.relu#3" not in {m.path for m in inside.modules}
+    assert [m.path for m in rec.modules][-4:] == ["0#2.conv2", "0#2.relu", "0#2.relu#2", "0#2.relu#3"]
