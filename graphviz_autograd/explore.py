@@ -442,6 +442,9 @@ def _build_level(
             runs[-1].append(child)
         else:
             runs.append([child])
+    # A run that a path leaves and enters again (the ReLU a ResNet block applies after
+    # each convolution) stays apart: one box would draw that path as a loop.
+    runs = [part for run in runs for part in ([run] if len(run) == 1 or not _reenters(run, edges) else [[c] for c in run])]
     # Order: items as their first node was walked (the output first), boxes among them.
     first_seen: dict[tuple, int] = {}
     for k in level.nodes:
@@ -658,6 +661,26 @@ def _between_members_of_a_run(source: tuple, target: tuple) -> bool:
             return False
         if member_s != member_t:
             return True
+    return False
+
+
+def _reenters(run: list[str], edges: list[tuple]) -> bool:
+    """Whether a path among one level's items leaves the child boxes of ``run`` and comes back
+    into them (``edges`` as :func:`_build_level` takes them)."""
+    targets: dict[tuple, set] = {}
+    for source, target, _, _ in edges:
+        if source[0] != "x" and target[0] != "x":
+            targets.setdefault(source, set()).add(target)
+    inside = {("m", path) for path in run}
+    pending = [t for end in inside for t in targets.get(end, ()) if t not in inside]
+    seen = set(pending)
+    while pending:
+        for target in targets.get(pending.pop(), ()):
+            if target in inside:
+                return True
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
     return False
 
 

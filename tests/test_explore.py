@@ -50,6 +50,24 @@ def test_alike_blocks_fold_into_one_box_that_stands_for_all(gpt2_page):
     assert len({level(data, f"transformer.h.{i}")["template"] for i in range(4)}) == 1
 
 
+def test_calls_of_one_module_in_a_block_stay_apart_where_one_box_would_be_a_loop():
+    from graphviz_autograd import record
+
+    from .test_fold import TwoReluBlock, has_cycle
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(TwoReluBlock(shared=True))
+    with record(model) as recorder:
+        out = model(torch.ones(1, 3)).sum()
+    data = explore(out, recorder=recorder).data
+    block = level(data, "0")
+    template = data["templates"][block["template"]]
+    boxes = [item for item in template["items"] if item[0] == "box"]
+    assert sorted((item[1], item[3]) for item in boxes if item[2] == "ReLU") == [("relu1", 1), ("relu1#2", 1)]
+    # The block's drawing is a DAG: no box its path runs through twice.
+    assert not has_cycle([(str(e[0]), str(e[1])) for e in template["edges"]])
+
+
 def test_layout_work_grows_with_module_kinds_not_layers(gpt2_page):
     logits, recorder = tiny_gpt2(8)
     deeper = explore(logits, recorder=recorder)
