@@ -23,7 +23,7 @@ from collections import Counter
 from typing import Optional
 
 from .errors import OptionError
-from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, module_of_call
+from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
 
 # Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
 ELLIPSIS = " \u2026 "
@@ -406,17 +406,7 @@ def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: 
 def _reenters(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
     """Whether a path leaves the blocks of ``run`` and comes back into them (a residual
     add recorded outside its block): folded into the first block, it would be a cycle."""
-    inside = {n.id for path in run for n in under[path]}
-    pending = [t for node_id in inside for t in targets.get(node_id, ()) if t not in inside]
-    seen = set(pending)
-    while pending:
-        for target in targets.get(pending.pop(), ()):
-            if target in inside:
-                return True
-            if target not in seen:
-                seen.add(target)
-                pending.append(target)
-    return False
+    return leaves_and_returns({n.id for path in run for n in under[path]}, targets)
 
 
 def _short(path: str, parent: str) -> str:

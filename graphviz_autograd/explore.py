@@ -53,6 +53,7 @@ from .graph import (
     SAVED_TENSOR_OF,
     AutogradGraph,
     ModuleInfo,
+    leaves_and_returns,
 )
 from .junctions import link_routes, plan_junctions
 from .options import DEFAULT_EXPAND_LIMIT
@@ -671,17 +672,7 @@ def _reenters(run: list[str], edges: list[tuple]) -> bool:
     for source, target, _, _ in edges:
         if source[0] != "x" and target[0] != "x":
             targets.setdefault(source, set()).add(target)
-    inside = {("m", path) for path in run}
-    pending = [t for end in inside for t in targets.get(end, ()) if t not in inside]
-    seen = set(pending)
-    while pending:
-        for target in targets.get(pending.pop(), ()):
-            if target in inside:
-                return True
-            if target not in seen:
-                seen.add(target)
-                pending.append(target)
-    return False
+    return leaves_and_returns({("m", path) for path in run}, targets)
 
 
 def _first_node(levels: dict[str, _Level], path: str, shown: list[int]) -> int:

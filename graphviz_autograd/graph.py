@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from operator import is_not, itemgetter
-from typing import Any, Iterator, Literal, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 # Node kinds. Plain strings so that a graph serialises to JSON as it is.
 OUTPUT = "output"  # a tensor the walk started from, named by its place in the outputs
@@ -148,6 +148,26 @@ def module_of_call(path: str) -> str:
 def _call_of(part: str) -> str:
     base, mark, number = part.rpartition(CALL_MARK)
     return base if mark and number.isdigit() else part
+
+
+def leaves_and_returns(inside: set, targets: Mapping[Any, Iterable[Any]]) -> bool:
+    """Whether a path from ``inside`` through nodes outside it comes back into it
+    (``targets``: node -> the nodes it feeds). Drawn as one box, ``inside`` would then
+    be a loop.
+
+    >>> leaves_and_returns({"a", "c"}, {"a": ["b"], "b": ["c"]}), leaves_and_returns({"a", "b"}, {"a": ["b"], "b": ["c"]})
+    (True, False)
+    """
+    pending = [t for node in inside for t in targets.get(node, ()) if t not in inside]
+    seen = set(pending)
+    while pending:
+        for target in targets.get(pending.pop(), ()):
+            if target in inside:
+                return True
+            if target not in seen:
+                seen.add(target)
+                pending.append(target)
+    return False
 
 
 class ModuleInfo(NamedTuple):
