@@ -271,6 +271,8 @@ class Recorder:
         path = f"{parent_call}.{last}" if parent_call else last
         if calls > 1:
             path = f"{path}{CALL_MARK}{calls}"
+            while path in self._module_paths:  # a module of the model already has that name
+                path = f"{path}{CALL_MARK}{calls}"
         if path != name and path not in self._later_calls:
             self._modules = None
             index = self._module_index

@@ -508,3 +508,20 @@ def test_a_graph_walked_while_recording_knows_the_later_calls_so_far():
     assert {m.path for m in inside.modules} >= {"0.relu", "0.relu#2", "0.relu#3"}
     assert "0#2.relu#3" not in {m.path for m in inside.modules}
     assert [m.path for m in rec.modules][-4:] == ["0#2.conv2", "0#2.relu", "0#2.relu#2", "0#2.relu#3"]
+
+
+class NamedLikeACall(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.acts = nn.ModuleDict({"a": nn.Tanh(), "a#2": nn.Tanh()})
+
+    def forward(self, x):
+        return self.acts["a#2"](self.acts["a"](self.acts["a"](x))).sum()
+
+
+def test_a_later_call_never_takes_the_name_of_a_module_of_the_model():
+    graph = recorded(NamedLikeACall(), torch.ones(1, 2, requires_grad=True))
+    paths = [m.path for m in graph.modules]
+    assert len(paths) == len(set(paths))
+    ops = sorted(n.module for n in graph.nodes if n.label == "TanhBackward0")
+    assert ops == ["acts.a", "acts.a#2", "acts.a#2#2"]  # the second call of 'a', and the module 'a#2'
