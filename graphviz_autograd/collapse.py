@@ -23,8 +23,11 @@ from collections import Counter
 from typing import Optional
 
 from .errors import OptionError
-from .graph import CUT, CUT_IN, MODULE, NO_GRAD, OP, OUTPUT, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
+from .graph import ACCUMULATE_GRAD, CUT, CUT_IN, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
 
+# A block's parameters and the nodes that take their gradients (the first call of a
+# module holds them, its later calls read them from there), and its inputs without gradient.
+_NOT_COUNTED = (PARAMETER, LEAF, ACCUMULATE_GRAD, NO_GRAD)
 # Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
 ELLIPSIS = " \u2026 "
 
@@ -330,9 +333,9 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
         k = 0
         while k < len(children):
             run = [children[k]]
-            signature = _subtree_signature(tree.info[children[k]], under[children[k]])
+            signature = _subtree_signature(tree, children[k], under[children[k]])
             while k + len(run) < len(children) and _subtree_signature(
-                tree.info[children[k + len(run)]], under[children[k + len(run)]]
+                tree, children[k + len(run)], under[children[k + len(run)]]
             ) == signature:
                 run.append(children[k + len(run)])
             k += len(run)
@@ -415,9 +418,17 @@ def _short(path: str, parent: str) -> str:
     return path[len(shared) + 1 :] if shared and path.startswith(shared + ".") else path
 
 
-def _subtree_signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
+def _subtree_signature(tree: _ModuleTree, path: str, nodes: list[Node]) -> tuple:
+    """What alike blocks share: class, parameter count, ops, and how many nodes besides
+    parameters and inputs without gradient. A later call of a module (``cell#2``) has
+    the first call's parameter count and no parameter nodes of its own, and only the
+    first call may read the model's input (a constant, data): the first call can stand
+    for all. Which nodes match is for :func:`_match_blocks` to say."""
+    info = tree.info[path]
+    parameters = tree.info.get(module_of_call(path), info).parameters
     ops = Counter(n.label for n in nodes if n.kind == OP)
-    return (info.type_name, info.parameters, len(nodes), tuple(sorted(ops.items())))
+    others = sum(1 for n in nodes if n.kind not in _NOT_COUNTED)
+    return (info.type_name, parameters, others, tuple(sorted(ops.items())))
 
 
 def _match_blocks(run: list[str], under: dict[str, list[Node]]) -> Optional[list[dict[str, str]]]:

@@ -175,3 +175,28 @@ def test_a_cell_called_at_every_step_folds_into_one_box_with_its_parameters_once
     # RNNCell(3, 4): 4x3 + 4x4 weights and two biases of 4
     assert cell == "cell \u2026 cell#5\\nRNNCell \u00d75\\n" + cell.rsplit("\\n", 1)[1]
     assert cell.endswith(" 36 params")
+
+
+class SharedLayer(torch.nn.Module):
+    """One layer applied four times, its weights shared (as ALBERT applies its layer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+
+    def forward(self, x):
+        for _ in range(4):
+            x = self.layer(x)
+        return x.sum()
+
+
+def test_a_layer_applied_again_and_again_is_drawn_once_with_its_weights():
+    torch.manual_seed(0)
+    model = SharedLayer()
+    with record(model) as rec:
+        out = model(torch.ones(1, 3))
+    source = make_dot(walk(out, model, recorder=rec), depth="full").source
+    assert "Sequential \u00d74: layer \u2026 layer#4" in source
+    assert len(re.findall(r'label="layer\.0\.weight\\n', source)) == 1
+    assert len(re.findall(r"label=AddmmBackward0", source)) == 1
+    assert not has_cycle(drawn_edges(source))
