@@ -232,13 +232,12 @@ def _fold(tree: _ModuleTree, members: dict[str, list[Node]], targets: dict[str, 
         previous = None
         children: list[Optional[str]] = [*tree.children.get(parent, []), None]  # None ends the last run
         for child in children:
-            # A later call of a module holds no parameters of its own: it is alike with its
-            # first call when it uses the same ones (a cell run at every step folds).
+            # A later call is alike with its first call when it uses the same parameters
+            # (a cell run at every step folds).
             signature = None
             if child in members:
-                info = tree.info[child]
-                first_call = tree.info.get(module_of_call(child), info)
-                signature = _signature(info._replace(parameters=first_call.parameters), members[child])
+                info = tree.info[child]._replace(parameters=_parameters_used(tree, child))
+                signature = _signature(info, members[child])
             if child is not None and signature is not None and signature == previous:
                 run.append(child)
                 continue
@@ -424,11 +423,16 @@ def _subtree_signature(tree: _ModuleTree, path: str, nodes: list[Node]) -> tuple
     the first call's parameter count and no parameter nodes of its own, and only the
     first call may read the model's input (a constant, data): the first call can stand
     for all. Which nodes match is for :func:`_match_blocks` to say."""
-    info = tree.info[path]
-    parameters = tree.info.get(module_of_call(path), info).parameters
     ops = Counter(n.label for n in nodes if n.kind == OP)
     others = sum(1 for n in nodes if n.kind not in _NOT_COUNTED)
-    return (info.type_name, parameters, others, tuple(sorted(ops.items())))
+    return (tree.info[path].type_name, _parameters_used(tree, path), others, tuple(sorted(ops.items())))
+
+
+def _parameters_used(tree: _ModuleTree, path: str) -> int:
+    """The parameter count of the module whose call ``path`` is: a later call (``cell#2``)
+    holds none of its own, and uses its first call's."""
+    info = tree.info[path]
+    return tree.info.get(module_of_call(path), info).parameters
 
 
 def _match_blocks(run: list[str], under: dict[str, list[Node]]) -> Optional[list[dict[str, str]]]:

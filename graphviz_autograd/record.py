@@ -153,7 +153,7 @@ class Recorder:
         """The model's modules (:class:`ModuleInfo`) in definition order, each later call
         of one right after the calls before it; empty when recording without a model."""
         if self._modules is None:
-            self._modules = _with_later_calls(self._defined, self._later_calls)
+            self._modules = _with_later_calls(self._defined, self._module_index, self._later_calls)
         return self._modules
 
     # --- what the walk asks ---
@@ -530,14 +530,15 @@ def _place(path: str, index: dict[str, int]) -> tuple:
     return tuple((index.get(".".join(parts[: i + 1]), len(index)), 1) for i in range(len(parts)))
 
 
-def _with_later_calls(modules: tuple[ModuleInfo, ...], later: dict[str, tuple[str, tuple]]) -> tuple[ModuleInfo, ...]:
-    """``modules`` with a :class:`ModuleInfo` for each later call of one, each right after
-    the calls before it and everything inside them. A later call holds no parameters of
-    its own: its ops read those of the first call."""
+def _with_later_calls(
+    modules: tuple[ModuleInfo, ...], index: dict[str, int], later: dict[str, tuple[str, tuple]]
+) -> tuple[ModuleInfo, ...]:
+    """``modules`` (``index``: path -> place among them) with a :class:`ModuleInfo` for each
+    later call of one, each right after the calls before it and everything inside them.
+    A later call holds no parameters of its own: its ops read those of the first call."""
     if not later:
         return modules
     types = {info.path: info.type_name for info in modules}
-    index = {info.path: i for i, info in enumerate(modules)}
     placed = [(_place(info.path, index), info) for info in modules]
     placed.extend((place, ModuleInfo(path, types.get(name, ""), 0)) for path, (name, place) in later.items())
     placed.sort(key=lambda pair: pair[0])
