@@ -7,7 +7,7 @@ imported::
     PYTHONPATH=. python -m benchmarks.big_models --quick    # no full graphs, torchviz given one budget
     PYTHONPATH=. python -m benchmarks.big_models --models bert --models llama
 
-Each model's forward pass is recorded (:func:`graphviz_autograd.record`) and then
+Each model's forward pass is recorded (:func:`graphviz_autograd.capture.recording`) and then
 drawn, one run each, the clock running from the output tensor to the SVG file:
 
 - ``ours``: ``render(out, "x.svg", recorder=rec)`` with its defaults
@@ -71,7 +71,7 @@ TORCHVIZ_BUDGETS = 3.0
 
 @dataclass
 class Recorded:
-    """A model run once under :func:`graphviz_autograd.record`: what every drawing starts from."""
+    """A model run once under :func:`graphviz_autograd.capture.recording`: what every drawing starts from."""
 
     outputs: Any
     model: torch.nn.Module

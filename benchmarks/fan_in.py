@@ -7,7 +7,7 @@ Each graph is recorded (so it has modules) and drawn whole (``fold_repeated=Fals
 with module boxes and without (``clusters=False``); for each, the DOT of both drawings
 goes through ``dot -Tsvg`` in the same run, and the table prints both times, their
 ratio, the number of junctions drawn and what
-:func:`graphviz_autograd.layout.estimate_layout_seconds` guessed for each.
+:func:`graphviz_autograd.drawing.layout.estimate_layout_seconds` guessed for each.
 
 Graphs, random weights, nothing downloaded:
 
@@ -30,9 +30,9 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from graphviz_autograd import record, to_dot, walk
-from graphviz_autograd.junctions import plan_junctions
-from graphviz_autograd.layout import estimate_layout_seconds
-from graphviz_autograd.views import shown_graph, split_shared_leaves
+from graphviz_autograd.views.junctions import plan_junctions
+from graphviz_autograd.drawing.layout import estimate_layout_seconds
+from graphviz_autograd.views.shown import shown_graph, split_shared_leaves
 
 from .models import DenseNet121
 

@@ -12,7 +12,7 @@ drew boxes) and with them, best of ``--repeat`` runs each, alternately::
 Graphs: GPT-2 with 48 layers (``GPT2Config(n_layer=48, n_embd=64, n_head=2)``,
 recorded), and a made-up recorded chain of ``--blocks`` blocks of five nodes
 (a block with a linear layer and an activation in it), 100,000 nodes at 20,000
-blocks. ``positions`` is :func:`~graphviz_autograd.layout.fixed_layout_lines`
+blocks. ``positions`` is :func:`~graphviz_autograd.drawing.layout.fixed_layout_lines`
 alone (ranks, order, places, boxes); ``lay_out`` is all the DOT text, the
 nodes' lines and the modules' nested clusters included. ``--render`` also times
 ``neato -n2 -Tsvg`` on each DOT once.
@@ -25,10 +25,10 @@ import subprocess
 import time
 from typing import List, Optional, Sequence
 
-from graphviz_autograd.dot import digraph
-from graphviz_autograd.graph import ACCUMULATE_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, ModuleInfo, Node
-from graphviz_autograd.layout import fixed_layout_lines, lay_out
-from graphviz_autograd.views import shown_graph, split_shared_leaves
+from graphviz_autograd.drawing.dot_writer import digraph
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.drawing.layout import fixed_layout_lines, lay_out
+from graphviz_autograd.views.shown import shown_graph, split_shared_leaves
 
 from .run import best_time
 
@@ -39,7 +39,7 @@ def gpt2_recorded(layers: int = 48) -> AutogradGraph:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from graphviz_autograd import record
-    from graphviz_autograd.walk import walk
+    from graphviz_autograd.capture.walking import walk
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=layers, n_embd=64, n_head=2))

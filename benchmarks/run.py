@@ -21,7 +21,7 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   and per edge as it goes (op names, parameter names over shape, dtype and
   device; no graph in between, no tooltips, no options): the floor for any walk
   that draws in Python (see :func:`walk_and_write_floor`).
-- ``walk``: :func:`graphviz_autograd.walk`.
+- ``walk``: :func:`graphviz_autograd.capture.walking`.
 - ``walk+dot``: ``walk`` then :func:`graphviz_autograd.to_dot` ("ours" below).
   From the second run on, the DOT writer finds each node's text kept from the
   run before (as when a model is drawn again in the same process).
@@ -36,7 +36,7 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
 
 With ``--layouts``, a second table times tensor -> SVG through
-:func:`graphviz_autograd.render` (walk, DOT, Graphviz, file): the LSTM with its
+:func:`graphviz_autograd.drawing.rendering` (walk, DOT, Graphviz, file): the LSTM with its
 shared weights split and whole (ratio in the same run), GPT-2 with 48 layers
 and DenseNet-121 each under ``layout="auto"`` and ``"dot"`` (ratios too), and a
 20,003-node chain with the fixed layout, as SVG and as PDF. Each is run once; a
@@ -79,7 +79,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from graphviz_autograd import to_dot, walk
-from graphviz_autograd.dot import forget_written_attrs
+from graphviz_autograd.drawing.dot_writer import forget_written_attrs
 
 from . import models
 
@@ -392,7 +392,7 @@ def free_root_first(built: list) -> None:
 
     Once Python has seen a grad_fn (as every walk does), torch 2.13 frees it through
     its Python wrapper, one nested C++ call per node down a chain. Our walk hands
-    deep graphs to ``graphviz_autograd.deep_graphs``, which frees them node by node
+    deep graphs to ``graphviz_autograd.capture.deep_graphs``, which frees them node by node
     after a garbage collection; the collection also breaks torchviz's reference
     cycles, which hold the outputs.
     """
@@ -461,7 +461,7 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
     from graphviz_autograd import render
     from graphviz_autograd.api import lay_out
     from graphviz_autograd.errors import RenderError
-    from graphviz_autograd.views import split_shared_leaves
+    from graphviz_autograd.views.shown import split_shared_leaves
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:

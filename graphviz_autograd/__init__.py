@@ -9,36 +9,34 @@ nor fail when torch is broken.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 # Each public name, and the module of this package that defines it.
 _HOMES = {
-    "AutogradGraph": "graph",
+    "AutogradGraph": "graph.autograd_graph",
     "CheckFailedError": "errors",
-    "Edge": "graph",
-    "Finding": "diagnose",
-    "ModuleInfo": "graph",
+    "Edge": "graph.autograd_graph",
+    "Finding": "checks.diagnosis",
+    "ModuleInfo": "graph.autograd_graph",
     "GraphvizAutogradError": "errors",
     "GraphvizNotFoundError": "errors",
     "InputTypeError": "errors",
-    "Node": "graph",
+    "Node": "graph.autograd_graph",
     "NoGraphError": "errors",
     "OptionError": "errors",
     "OutputPathError": "errors",
-    "Recorder": "record",
+    "Recorder": "capture.recording",
     "RenderError": "errors",
-    "check": "diagnose",
-    "collapse": "collapse",
-    "explore": "explore",
+    "check": "checks.diagnosis",
+    "collapse": "views.collapsing",
+    "explore": "explorer.pages",
     "make_dot": "api",
-    "record": "record",
+    "record": "capture.recording",
     "render": "api",
-    "to_dot": "dot",
-    "walk": "walk",
+    "to_dot": "drawing.dot_writer",
+    "walk": "capture.walking",
 }
 
 # Written out, not computed from _HOMES, so that type checkers read it (a test
@@ -73,11 +71,11 @@ if TYPE_CHECKING:
     # time __getattr__ below imports each name when it is first read.
     from .api import make_dot as make_dot
     from .api import render as render
-    from .collapse import collapse as collapse
-    from .diagnose import Finding as Finding
-    from .diagnose import check as check
-    from .dot import to_dot as to_dot
-    from .explore import explore as explore
+    from .views.collapsing import collapse as collapse
+    from .checks.diagnosis import Finding as Finding
+    from .checks.diagnosis import check as check
+    from .drawing.dot_writer import to_dot as to_dot
+    from .explorer.pages import explore as explore
     from .errors import CheckFailedError as CheckFailedError
     from .errors import GraphvizAutogradError as GraphvizAutogradError
     from .errors import GraphvizNotFoundError as GraphvizNotFoundError
@@ -86,13 +84,13 @@ if TYPE_CHECKING:
     from .errors import OptionError as OptionError
     from .errors import OutputPathError as OutputPathError
     from .errors import RenderError as RenderError
-    from .graph import AutogradGraph as AutogradGraph
-    from .graph import Edge as Edge
-    from .graph import ModuleInfo as ModuleInfo
-    from .graph import Node as Node
-    from .record import Recorder as Recorder
-    from .record import record as record
-    from .walk import walk as walk
+    from .graph.autograd_graph import AutogradGraph as AutogradGraph
+    from .graph.autograd_graph import Edge as Edge
+    from .graph.autograd_graph import ModuleInfo as ModuleInfo
+    from .graph.autograd_graph import Node as Node
+    from .capture.recording import Recorder as Recorder
+    from .capture.recording import record as record
+    from .capture.walking import walk as walk
 
 
 def _public(name: str) -> Any:
@@ -108,37 +106,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_HOMES))
-
-
-class _Package(types.ModuleType):
-    """The package's module type. ``walk``, ``record``, ``collapse``, ``render`` and ``explore`` are
-    both functions of the API and modules of the package, and importing one of those
-    modules sets the package attribute of its name to the module: read through the
-    properties below they stay the functions. Assigning anything but a module (as
-    ``unittest.mock.patch`` does) replaces the function until it is deleted."""
-
-
-def _function_property(name: str) -> property:
-    slot = f"_{name}_function"
-
-    def get(package: types.ModuleType) -> Any:
-        function = package.__dict__.get(slot)
-        if function is None:
-            function = package.__dict__[slot] = _public(name)
-        return function
-
-    def set_function(package: types.ModuleType, value: Any) -> None:
-        if not isinstance(value, types.ModuleType):  # a module is the import system's doing
-            package.__dict__[slot] = value
-
-    def delete(package: types.ModuleType) -> None:
-        package.__dict__.pop(slot, None)
-
-    return property(get, set_function, delete, doc=f"The function ``graphviz_autograd.{_HOMES[name]}.{name}``.")
-
-
-for _name in ("walk", "record", "collapse", "render", "explore"):
-    setattr(_Package, _name, _function_property(_name))
-del _name
-
-sys.modules[__name__].__class__ = _Package

@@ -29,19 +29,19 @@ from typing import Any, Optional, Sequence, Union
 
 import graphviz
 
-from .budget import draw_within_budget
-from .diagnose import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
+from .drawing.budget import draw_within_budget
+from .checks.diagnosis import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
 from .errors import OptionError
-from .graph import AutogradGraph
-from .layout import LaidOut, lay_out
-from .naming import Params
-from .notebook import AutogradDigraph
+from .graph.autograd_graph import AutogradGraph
+from .drawing.layout import LaidOut, lay_out
+from .capture.naming import Params
+from .drawing.notebook import AutogradDigraph
 from .options import DEFAULT_LAYOUT_BUDGET, FIT, DepthOption, DrawOptions, LayoutName
-from .page import fit_to_page, picture_notes
-from .record import Recorder
-from .render import DEFAULT_TIMEOUT, OutputFormat, PathLike, check_writable, format_for_path, render_source, write_atomic
-from .style import Direction, Theme
-from .walk import walk
+from .views.page_fit import fit_to_page, picture_notes
+from .capture.recording import Recorder
+from .drawing.rendering import DEFAULT_TIMEOUT, OutputFormat, PathLike, check_writable, format_for_path, render_source, write_atomic
+from .graph.style import Direction, Theme
+from .capture.walking import walk
 
 __all__ = ["LaidOut", "lay_out", "make_dot", "render"]
 
@@ -86,13 +86,13 @@ def make_dot(
     For a graph of a recorded forward pass (one with module info): ``clusters``
     draws each module as a box around its nodes, ``depth=N`` draws each module
     that many levels below the model as a single node (see
-    :func:`~graphviz_autograd.collapse.collapse`; 0 = one per top-level module),
+    :func:`~graphviz_autograd.views.collapsing.collapse`; 0 = one per top-level module),
     ``fold_repeated`` folds runs of identical blocks into one (``GPT2Block ×12``).
     The default, ``depth="fit"``, draws every node of a graph that fits a page
     (runs of blocks folded) and otherwise the deepest module summary that does,
     with a note in the picture and on stderr saying how to see the rest;
     ``depth="full"`` (or None) draws every node (see
-    :func:`~graphviz_autograd.page.fit_to_page`). A graph without module info
+    :func:`~graphviz_autograd.views.page_fit.fit_to_page`). A graph without module info
     is always drawn whole, as ``torchviz`` draws it.
     ``show_shapes`` writes the tensor shape on each data edge.
 
@@ -190,7 +190,7 @@ def render(
 
     ``layout="auto"`` lets Graphviz ``dot`` lay the graph out unless that would
     take longer than ``layout_budget`` seconds (by
-    :func:`graphviz_autograd.layout.estimate_layout_seconds`); then it says so in
+    :func:`graphviz_autograd.drawing.layout.estimate_layout_seconds`); then it says so in
     one line on stderr and draws the fixed layered layout instead. ``"dot"`` and
     ``"fixed"`` force one or the other. A DOT file is written for ``dot`` unless
     ``layout="fixed"`` is asked for.
@@ -222,7 +222,7 @@ _EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "show_shapes", "show_
 
 
 def _explore_page(outputs_or_graph: Any, path: PathLike, params: Params, timeout: Optional[float], options: dict) -> Path:
-    from .explore import explore
+    from .explorer.pages import explore
 
     unknown = sorted(set(options) - set(_EXPLORE_OPTIONS))
     if unknown:

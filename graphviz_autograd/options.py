@@ -19,9 +19,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union, cast
 
-from .collapse import check_depth
 from .errors import OptionError
-from .style import Theme, check_direction, resolve_theme
+from .graph.style import Theme, check_direction, resolve_theme
 
 LAYOUTS = ("auto", "dot", "fixed")
 # depth: the largest drawing that fits a page (the default), or every node.
@@ -34,6 +33,13 @@ DEFAULT_LAYOUT_BUDGET = 10.0
 # The most nodes an explorer page's expanded view (a level with every module inside it
 # opened) may draw: dot lays out about this many with their module boxes in a second or two.
 DEFAULT_EXPAND_LIMIT = 1500
+
+
+def check_depth(depth: object) -> int:
+    """``depth`` if it is a non-negative int; OptionError otherwise."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise OptionError(f"depth must be a non-negative integer (0 = one box per top-level module); got {depth!r}.")
+    return depth
 
 
 def check_depth_option(depth: object) -> DepthOption:
@@ -67,11 +73,11 @@ class DrawOptions:
     ``make_dot``/``render``; the DOT writer ignores them), ``depth`` and
     ``fold_repeated`` how far a recorded graph is collapsed before it is drawn
     (``depth="fit"``: as far as it takes to fit a page; ``"full"`` or None: not at
-    all; see :func:`graphviz_autograd.page.fit_to_page`). ``compact`` sets the
+    all; see :func:`graphviz_autograd.views.page_fit.fit_to_page`). ``compact`` sets the
     ranks closer together (Graphviz's ``ranksep``), as is done for a graph too
     long for a page.
     ``junctions`` draws an output read by many ops far below as one trunk with a
-    branch to each (see :mod:`graphviz_autograd.junctions`); False draws each read
+    branch to each (see :mod:`graphviz_autograd.views.junctions`); False draws each read
     as its own edge.
     """
 

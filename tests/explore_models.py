@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from graphviz_autograd import record
-from graphviz_autograd.graph import ACCUMULATE_GRAD, DATA, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, DATA, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, ModuleInfo, Node
 
 # The name a hostile model could give a module: it must show as text and run nothing.
 HOSTILE = '<img src=x onerror="window.__pwned=1">'

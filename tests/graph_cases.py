@@ -18,7 +18,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 from graphviz_autograd import record
-from graphviz_autograd.model_file import load_model_file
+from graphviz_autograd.cli.model_file import load_model_file
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from graphviz_autograd.graph import (
+from graphviz_autograd.graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,

@@ -6,7 +6,7 @@ import torch
 
 from benchmarks.models import DENSENET121_BLOCKS, DenseNet121
 from graphviz_autograd import walk
-from graphviz_autograd.graph import OP
+from graphviz_autograd.graph.autograd_graph import OP
 
 # torchvision.models.densenet121: its published parameter count.
 TORCHVISION_DENSENET121_PARAMETERS = 7_978_856

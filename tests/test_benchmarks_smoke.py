@@ -93,7 +93,7 @@ def test_compare_times_two_checkouts_and_checks_their_dot_is_the_same():
 def test_compare_measures_the_other_checkout_not_this_one_twice(tmp_path):
     # A copy of the package whose DOT ends in a comment: compare must see the difference.
     shutil.copytree(ROOT / "graphviz_autograd", tmp_path / "graphviz_autograd")
-    with open(tmp_path / "graphviz_autograd" / "dot.py", "a", encoding="utf-8") as dot:
+    with open(tmp_path / "graphviz_autograd" / "drawing" / "dot_writer.py", "a", encoding="utf-8") as dot:
         dot.write("\n_to_dot = to_dot\n\n\ndef to_dot(*args, **kwargs):\n    return _to_dot(*args, **kwargs) + '// other\\n'\n")
     done = run_module("benchmarks.compare", "--before", str(tmp_path), "--only", "lstm-30-steps", "--repeat", "1")
     assert done.returncode == 0, done.stderr

@@ -20,8 +20,8 @@ from torch import nn
 
 import graphviz_autograd
 from graphviz_autograd import make_dot, record
-from graphviz_autograd import notebook
-from graphviz_autograd.cli import main
+from graphviz_autograd.drawing import notebook
+from graphviz_autograd.cli.commands import main
 from graphviz_autograd.errors import RenderError
 
 pytestmark = [
@@ -107,7 +107,7 @@ def test_notebook_display_never_waits_past_the_budget(hanging_dot):
 
 
 def test_notebook_shows_a_summary_of_a_graph_too_big_to_show(monkeypatch):
-    from graphviz_autograd.page import fit_to_page
+    from graphviz_autograd.views.page_fit import fit_to_page
 
     monkeypatch.setattr(notebook, "INLINE_SVG_LIMIT", 3_000)
     # 60 blocks, every one drawn (fold_repeated=False, depth="full"): more than a page holds

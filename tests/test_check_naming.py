@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from torch import nn
 
 from graphviz_autograd import check, make_dot, record, walk
-from graphviz_autograd.attribute_names import unregistered_tensors
-from graphviz_autograd.cli import main
+from graphviz_autograd.capture.attribute_names import unregistered_tensors
+from graphviz_autograd.cli.commands import main
 
 
 class PlainList(nn.Module):

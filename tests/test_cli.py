@@ -24,8 +24,8 @@ import torch
 from click.testing import CliRunner
 
 from graphviz_autograd import __version__, record, walk
-from graphviz_autograd.cli import main
-from graphviz_autograd.model_file import load_model_file
+from graphviz_autograd.cli.commands import main
+from graphviz_autograd.cli.model_file import load_model_file
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((REPO / "samples").glob("*.py"))
@@ -566,7 +566,7 @@ def test_output_folder_that_refuses_the_file_despite_permissions(workdir, monkey
 
 @pytest.mark.parametrize("suffix", ["svg", "pdf", "png"])
 def test_missing_dot_names_the_install_and_dot_still_works(workdir, monkeypatch, suffix):
-    render_module = importlib.import_module("graphviz_autograd.render")  # the package exports a function of that name
+    render_module = importlib.import_module("graphviz_autograd.drawing.rendering")  # the package exports a function of that name
     write_bad_files(workdir)
     monkeypatch.setattr(render_module.shutil, "which", lambda name, *a, **k: None)
     before = files_in(workdir)
@@ -593,7 +593,7 @@ def test_debug_shows_the_traceback(workdir):
 
 @pytest.mark.parametrize("command", ["render", "check"])
 def test_an_internal_error_is_one_line_that_says_it_is_a_bug_unless_debug(workdir, monkeypatch, command):
-    import graphviz_autograd.cli as cli
+    import graphviz_autograd.cli.commands as cli
 
     def broken(*args, **kwargs):
         raise ValueError("max() arg is an empty sequence")
@@ -725,7 +725,7 @@ def test_help_and_version_import_neither_torch_nor_graphviz(arguments):
     """Typing --help should not wait a second for torch to load."""
     program = (
         "import sys\n"
-        "from graphviz_autograd.cli import main\n"
+        "from graphviz_autograd.cli.commands import main\n"
         "try:\n"
         f"    main({arguments!r}, prog_name='graphviz-autograd')\n"
         "except SystemExit as done:\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from graphviz_autograd.cli import findings_table, main
-from graphviz_autograd.diagnose import Finding
+from graphviz_autograd.cli.commands import findings_table, main
+from graphviz_autograd.checks.diagnosis import Finding
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphviz_autograd import OptionError, make_dot, to_dot
-from graphviz_autograd.cli import main
+from graphviz_autograd.cli.commands import main
 from graphviz_autograd import collapse
-from graphviz_autograd.describe import base_op, count_text, describe_op, op_meaning
-from graphviz_autograd.graph import (
+from graphviz_autograd.graph.descriptions import base_op, count_text, describe_op, op_meaning
+from graphviz_autograd.graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,
@@ -465,7 +465,7 @@ def test_tooltip_holds_module_shapes_saved_values_and_device_only_when_asked():
 
 def test_tooltips_of_a_big_graph_are_written_once_per_content(monkeypatch):
     from graphviz_autograd import walk
-    from graphviz_autograd.dot import _Writer, forget_written_attrs
+    from graphviz_autograd.drawing.dot_writer import _Writer, forget_written_attrs
 
     forget_written_attrs()  # as in a new process
     calls = []
@@ -509,7 +509,7 @@ def recorded_walk(monkeypatch):
     import importlib
 
     # The module, not the package's function of the same name: the command imports walk from it.
-    monkeypatch.setattr(importlib.import_module("graphviz_autograd.walk"), "walk", lambda *args, **kwargs: gpt2_like(detach_in=3))
+    monkeypatch.setattr(importlib.import_module("graphviz_autograd.capture.walking"), "walk", lambda *args, **kwargs: gpt2_like(detach_in=3))
 
 
 def run_cli(tmp_path, *options):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from graphviz_autograd import make_dot, to_dot, walk
-from graphviz_autograd.graph import AutogradGraph, Columns, Edge, Node, numbered_ids
+from graphviz_autograd.graph.autograd_graph import AutogradGraph, Columns, Edge, Node, numbered_ids
 from graphviz_autograd.options import DrawOptions
 
 from .graph_cases import CASES
@@ -96,7 +96,7 @@ def test_numbered_ids_past_the_kept_ones():
 
 @pytest.mark.parametrize("shapes", [False, True])
 def test_to_dot_joined_in_runs_equals_the_lines_of_body_lines(shapes):
-    from graphviz_autograd.dot import _JOIN_EVERY, body_lines, digraph
+    from graphviz_autograd.drawing.dot_writer import _JOIN_EVERY, body_lines, digraph
 
     x = torch.ones(2, requires_grad=True)
     y = x

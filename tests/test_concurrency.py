@@ -16,7 +16,7 @@ from torch import nn
 import graphviz_autograd
 from graphviz_autograd import make_dot, walk
 
-walk_module = importlib.import_module("graphviz_autograd.walk")
+walk_module = importlib.import_module("graphviz_autograd.capture.walking")
 
 _SVG = "{http://www.w3.org/2000/svg}"
 
@@ -144,7 +144,7 @@ def test_threads_drawing_while_the_kept_node_texts_are_emptied(monkeypatch):
     """Node texts are kept across drawings (dot._written); with room for only a few,
     each thread's drawings empty them under the others' feet, and every drawing
     must still come out as it does alone."""
-    dot_module = importlib.import_module("graphviz_autograd.dot")
+    dot_module = importlib.import_module("graphviz_autograd.drawing.dot_writer")
     from graphviz_autograd import to_dot
 
     torch.manual_seed(0)

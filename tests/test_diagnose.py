@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from graphviz_autograd import AutogradGraph, Edge, Finding, Node, OptionError, check, make_dot, record, walk
-from graphviz_autograd.diagnose import examine, gradient_norms, saved_bytes_by_module
-from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, ModuleInfo
+from graphviz_autograd.checks.diagnosis import examine, gradient_norms, saved_bytes_by_module
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, ModuleInfo
 
 
 def summary(findings, with_info=True):

@@ -13,9 +13,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphviz_autograd.dot import _Writer, to_dot
-from graphviz_autograd.graph import NODE_KINDS, AutogradGraph, Edge, Node
-from graphviz_autograd.style import resolve_theme
+from graphviz_autograd.drawing.dot_writer import _Writer, to_dot
+from graphviz_autograd.graph.autograd_graph import NODE_KINDS, AutogradGraph, Edge, Node
+from graphviz_autograd.graph.style import resolve_theme
 
 # Plain names take the tensor shortcut; the others (quotes, line breaks, '\r' at the
 # end, '&') must fall back to the general path.

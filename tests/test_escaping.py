@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.autograd.function import BackwardCFunction
 
-from graphviz_autograd.views import split_shared_leaves
+from graphviz_autograd.views.shown import split_shared_leaves
 from graphviz_autograd import make_dot, walk
-from graphviz_autograd.dot import attr_value, escape, label, quote, shape_text
-from graphviz_autograd.graph import OP, OUTPUT, PARAMETER
+from graphviz_autograd.drawing.dot_writer import attr_value, escape, label, quote, shape_text
+from graphviz_autograd.graph.autograd_graph import OP, OUTPUT, PARAMETER
 
 # Pieces that break naive quoting: DOT syntax, Graphviz's own escapes (\N is the node
 # name, \l a left-justified line end), entities, HTML-like label syntax, line breaks,

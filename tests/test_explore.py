@@ -11,9 +11,9 @@ import torch
 from click.testing import CliRunner
 
 from graphviz_autograd import OptionError, OutputPathError, explore, render, walk
-from graphviz_autograd.cli import main
-from graphviz_autograd.diagnose import Finding
-from graphviz_autograd.explore import embedded_json
+from graphviz_autograd.cli.commands import main
+from graphviz_autograd.checks.diagnosis import Finding
+from graphviz_autograd.explorer.pages import embedded_json
 
 from .explore_models import HOSTILE, hostile_graph, tiny_dense_block, tiny_gpt2
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from graphviz_autograd import explore
-from graphviz_autograd.diagnose import Finding
+from graphviz_autograd.checks.diagnosis import Finding
 
 from .explore_models import HOSTILE, hostile_graph, tiny_dense_block, tiny_gpt2
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from torch import nn
 
 from graphviz_autograd import CheckFailedError, OptionError, check
-from graphviz_autograd.cli import main
+from graphviz_autograd.cli.commands import main
 
 
 class UnusedHead(nn.Module):

@@ -1,6 +1,6 @@
 """The default drawing of a recorded graph: whole when it fits a page, else the largest
 module summary that does, with a note; ``depth="full"`` for every node; a graph without
-module info drawn whole, as torchviz draws it (graphviz_autograd.page.fit_to_page)."""
+module info drawn whole, as torchviz draws it (graphviz_autograd.views.page_fit.fit_to_page)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from torch import nn
 
 from graphviz_autograd import make_dot, record, to_dot, walk
-from graphviz_autograd.cli import main
-from graphviz_autograd.collapse import collapse, fold_to_representative
+from graphviz_autograd.cli.commands import main
+from graphviz_autograd.views.collapsing import collapse, fold_to_representative
 from graphviz_autograd.errors import OptionError
-from graphviz_autograd.graph import MODULE
+from graphviz_autograd.graph.autograd_graph import MODULE
 from graphviz_autograd.options import DrawOptions
-from graphviz_autograd.page import PAGE_NODES, fit_to_page
+from graphviz_autograd.views.page_fit import PAGE_NODES, fit_to_page
 
 from .module_graphs import gpt2_like
 from .test_cli import needs_dot

@@ -8,10 +8,10 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from graphviz_autograd.dot import cluster_title, digraph
-from graphviz_autograd.graph import OP, OUTPUT, AutogradGraph, ModuleInfo
-from graphviz_autograd.layout import fixed_layout_lines, lay_out, layered_positions, module_boxes
-from graphviz_autograd.render import run_dot
+from graphviz_autograd.drawing.dot_writer import cluster_title, digraph
+from graphviz_autograd.graph.autograd_graph import OP, OUTPUT, AutogradGraph, ModuleInfo
+from graphviz_autograd.drawing.layout import fixed_layout_lines, lay_out, layered_positions, module_boxes
+from graphviz_autograd.drawing.rendering import run_dot
 
 from .module_graphs import GraphBuilder, gpt2_like
 from .test_cli import needs_dot

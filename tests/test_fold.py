@@ -9,7 +9,7 @@ import torch
 from transformers import GPT2Config, GPT2Model
 
 from graphviz_autograd import make_dot, record, walk
-from graphviz_autograd.collapse import fold_to_representative
+from graphviz_autograd.views.collapsing import fold_to_representative
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_blocks_that_differ_are_not_folded(gpt2_graph):
 def residual_blocks(add_outside: bool):
     """Three alike blocks of two ops each; between blocks, an add that is recorded
     outside them (module '') when ``add_outside``, as a residual ``+=`` can be."""
-    from graphviz_autograd.graph import OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
+    from graphviz_autograd.graph.autograd_graph import OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
 
     nodes = [Node("n0", OUTPUT, "y")]
     edges = []

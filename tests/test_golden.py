@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graphviz_autograd.model_file import load_model_file
+from graphviz_autograd.cli.model_file import load_model_file
 
 from .graph_cases import CASES
 

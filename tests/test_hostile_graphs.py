@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from graphviz_autograd import NoGraphError, make_dot, walk
-from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED
 
 
 def kinds_and_labels(graph):

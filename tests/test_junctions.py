@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphviz_autograd import OptionError, make_dot, to_dot
-from graphviz_autograd.graph import CUT, DATA, OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
-from graphviz_autograd.junctions import link_routes, plan_junctions
-from graphviz_autograd.layout import estimate_layout_seconds, lay_out
+from graphviz_autograd.graph.autograd_graph import CUT, DATA, OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.views.junctions import link_routes, plan_junctions
+from graphviz_autograd.drawing.layout import estimate_layout_seconds, lay_out
 from graphviz_autograd.options import DrawOptions
-from graphviz_autograd.render import run_dot
+from graphviz_autograd.drawing.rendering import run_dot
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE_LINE = re.compile(r"^\t+(\S+) -> (\S+)(?: \[(.*)\])?$", re.M)
@@ -275,7 +275,7 @@ example_inputs = (torch.randn(1, 2, 4, 4),)
 def test_the_command_line_draws_junctions_unless_told_not_to(tmp_path):
     from click.testing import CliRunner
 
-    from graphviz_autograd.cli import main
+    from graphviz_autograd.cli.commands import main
 
     model = tmp_path / "dense.py"
     model.write_text(DENSE_MODEL)
@@ -291,7 +291,7 @@ def test_the_command_line_draws_junctions_unless_told_not_to(tmp_path):
 
 
 def test_a_graph_too_big_for_dot_however_drawn_is_not_searched_for_junctions(monkeypatch):
-    from graphviz_autograd import junctions
+    from graphviz_autograd.views import junctions
 
     graph = dense_block()
     monkeypatch.setattr(junctions, "MAX_NODES", len(graph.nodes) - 1)

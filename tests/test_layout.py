@@ -17,10 +17,10 @@ from torch import nn
 from graphviz_autograd import make_dot, render, to_dot, walk
 from graphviz_autograd.api import lay_out
 from graphviz_autograd.errors import OptionError
-from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
-from graphviz_autograd.layout import FOLD_LONGER_THAN, choose_layout, fixed_layout_lines, layered_positions
-from graphviz_autograd.page import estimate_layout_seconds, rank_widths
-from graphviz_autograd.views import DEFAULT_MAX_USES, split_shared_leaves
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
+from graphviz_autograd.drawing.layout import FOLD_LONGER_THAN, choose_layout, fixed_layout_lines, layered_positions
+from graphviz_autograd.views.page_fit import estimate_layout_seconds, rank_widths
+from graphviz_autograd.views.shown import DEFAULT_MAX_USES, split_shared_leaves
 
 from .test_cli import invoke, needs_dot
 
@@ -423,7 +423,7 @@ def test_estimate_counts_long_edges_not_just_nodes_and_edges():
 
 
 def test_estimate_follows_the_cap_on_dots_network_simplex(monkeypatch):
-    from graphviz_autograd import style
+    from graphviz_autograd.graph import style
 
     dense = dense_block_graph(24)
     capped = estimate_layout_seconds(dense, junctions=False)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphviz_autograd import graph, model_file
-from graphviz_autograd.model_file import (
+from graphviz_autograd.cli import model_file
+from graphviz_autograd.graph import autograd_graph as graph
+from graphviz_autograd.cli.model_file import (
     EXPORT_ARCHIVE,
     FILE_FACTORY,
     MODEL_FILE,

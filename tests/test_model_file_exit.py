@@ -7,7 +7,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from graphviz_autograd.cli import main
+from graphviz_autograd.cli.commands import main
 
 AT_IMPORT = """
 import sys

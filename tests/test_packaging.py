@@ -61,7 +61,7 @@ def test_the_wheel_is_pure_python(dist):
     (wheel,) = dist.glob("*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "graphviz_autograd/py.typed" in names and "graphviz_autograd/structure.py" in names
+    assert "graphviz_autograd/py.typed" in names and "graphviz_autograd/testing/structure.py" in names and "graphviz_autograd/explorer/web/explorer.js" in names
     assert not [n for n in names if n.endswith((".c", ".so", ".pyd"))]
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
 
@@ -87,7 +87,7 @@ def test_the_sdist_holds_the_package_and_no_tests(dist):
     (sdist,) = dist.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = [n.split("/", 1)[1] for n in archive.getnames() if "/" in n]
-    assert "LICENSE" in names and "pyproject.toml" in names and "graphviz_autograd/pytest_plugin.py" in names
+    assert "LICENSE" in names and "pyproject.toml" in names and "graphviz_autograd/testing/pytest_plugin.py" in names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/", "samples/"))]
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from graphviz_autograd import make_dot, walk
-from graphviz_autograd.pytest_plugin import MAX_DIFF_LINES, graph_summary
-from graphviz_autograd.structure import HEADER, structure_text
+from graphviz_autograd.testing.pytest_plugin import MAX_DIFF_LINES, graph_summary
+from graphviz_autograd.testing.structure import HEADER, structure_text
 
 needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
 

@@ -13,9 +13,9 @@ import torch
 from torch import nn
 
 from graphviz_autograd import walk
-from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node
-from graphviz_autograd.pytest_plugin import structure_summary
-from graphviz_autograd.structure import HEADER, node_lines, structure_text
+from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node
+from graphviz_autograd.testing.pytest_plugin import structure_summary
+from graphviz_autograd.testing.structure import HEADER, node_lines, structure_text
 
 from .test_plugin import QUIET, run
 

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from graphviz_autograd import InputTypeError, make_dot, record, walk
-from graphviz_autograd.graph import NO_GRAD, OP
+from graphviz_autograd.graph.autograd_graph import NO_GRAD, OP
 
-from graphviz_autograd.model_file import load_model_file
+from graphviz_autograd.cli.model_file import load_model_file
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 

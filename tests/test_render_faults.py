@@ -24,7 +24,7 @@ import graphviz_autograd
 from graphviz_autograd import GraphvizNotFoundError, OptionError, OutputPathError, RenderError
 
 # graphviz_autograd.render is the function; the module is reached by its full name.
-render_module = importlib.import_module("graphviz_autograd.render")
+render_module = importlib.import_module("graphviz_autograd.drawing.rendering")
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="the fake dot is a /bin/sh script")
 needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
@@ -198,7 +198,7 @@ def test_file_size_limit_hit_by_the_kernel(old_target):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
         from graphviz_autograd.errors import OutputPathError
-        from graphviz_autograd.render import render_source
+        from graphviz_autograd.drawing.rendering import render_source
         try:
             render_source("digraph {{" + "a -> b; " * 20000 + "}}", {str(old_target)!r}, format="dot")
         except OutputPathError as error:

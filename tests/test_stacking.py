@@ -15,8 +15,8 @@ import torch
 from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, GPT2Model
 
 from graphviz_autograd import make_dot, record
-from graphviz_autograd.graph import DATA
-from graphviz_autograd.stacking import stacking_edges
+from graphviz_autograd.graph.autograd_graph import DATA
+from graphviz_autograd.views.stacking import stacking_edges
 
 needs_graphviz = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from graphviz_autograd import InputTypeError, NoGraphError, deep_graphs, to_dot, walk
-from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
+from graphviz_autograd import InputTypeError, NoGraphError, to_dot, walk
+from graphviz_autograd.capture import deep_graphs
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
 
 from .graph_cases import CASES
 

@@ -10,10 +10,10 @@ import weakref
 import torch
 
 from graphviz_autograd import to_dot
-from graphviz_autograd.walk import walk
+from graphviz_autograd.capture.walking import walk
 
 # The module, not the package's function of the same name.
-walk_module = importlib.import_module("graphviz_autograd.walk")
+walk_module = importlib.import_module("graphviz_autograd.capture.walking")
 
 
 def _model_output():

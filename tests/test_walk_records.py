@@ -3,7 +3,7 @@
 import torch
 
 from graphviz_autograd import Edge, Node, walk
-from graphviz_autograd.graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER
 
 
 def test_walk_records_match_nodes_and_edges_built_by_name():

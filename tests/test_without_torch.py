@@ -14,17 +14,17 @@ import sys
 
 import pytest
 
-from graphviz_autograd.dot import to_dot
-from graphviz_autograd.layout import lay_out
-from graphviz_autograd.render import render_source
-from graphviz_autograd.structure import structure_text
+from graphviz_autograd.drawing.dot_writer import to_dot
+from graphviz_autograd.drawing.layout import lay_out
+from graphviz_autograd.drawing.rendering import render_source
+from graphviz_autograd.testing.structure import structure_text
 
 from .module_graphs import gpt2_like
-from .test_architecture import LAYERS
+from .test_architecture import MODULES
 
 # The modules that read tensors; every other module imports without torch.
-TORCH_MODULES = {"attribute_names", "naming", "record", "walk", "diagnose", "api", "model_file"}
-DRAWING_MODULES = [name for name in LAYERS if name not in TORCH_MODULES]
+TORCH_MODULES = {"capture.attribute_names", "capture.naming", "capture.recording", "capture.walking", "checks.diagnosis", "api", "cli.model_file"}
+DRAWING_MODULES = [name for name in MODULES if name not in TORCH_MODULES and name != "__init__"]
 
 
 def test_the_drawing_layers_import_no_torch():

@@ -20,13 +20,13 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 
-from .errors import CheckFailedError, InputTypeError, OptionError
-from .graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
-from .style import ERROR, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
-from .record import Recorder
-from .attribute_names import unregistered_tensors
-from .naming import Params, named_tensors, parameter_names
-from .walk import walk
+from ..errors import CheckFailedError, InputTypeError, OptionError
+from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
+from ..graph.style import ERROR, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
+from ..capture.recording import Recorder
+from ..capture.attribute_names import unregistered_tensors
+from ..capture.naming import Params, named_tensors, parameter_names
+from ..capture.walking import walk
 
 
 # Finding codes.
@@ -130,7 +130,7 @@ def check(
 ) -> list[Finding]:
     """Findings about the backward graph of ``outputs`` and the gradients of ``model``, errors first.
 
-    ``outputs`` is what :func:`~graphviz_autograd.walk` takes (or a graph it
+    ``outputs`` is what :func:`~graphviz_autograd.capture.walking` takes (or a graph it
     returned, walked with the same params). ``model`` (or ``params``, as walk
     takes them) names the parameters: needed for unused parameters, unregistered
     leaves, frozen parameters and gradients. ``recorder`` is passed to the walk.

@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Se
 
 import click
 
-from . import __version__
-from .errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from .options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
-from .render import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
-from .style import DIRECTIONS, ERROR, SEVERITIES
+from .. import __version__
+from ..errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
+from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
+from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
+from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
-    from .diagnose import Examination, Finding
-    from .model_file import LoadedModel, ModelSpec, Shape
-    from .options import DrawOptions
-    from .record import Recorder
+    from ..checks.diagnosis import Examination, Finding
+    from ..cli.model_file import LoadedModel, ModelSpec, Shape
+    from ..options import DrawOptions
+    from ..capture.recording import Recorder
 
 PROG_NAME = "graphviz-autograd"
 JSON = "json"
@@ -251,9 +251,9 @@ def render(
       graphviz-autograd render models.py:build --format json -o - > graph.json
       graphviz-autograd render exported.pt2 -o exported.dot
     """
-    from .model_file import load_model, parse_model_spec
-    from .options import DrawOptions
-    from .record import record
+    from ..cli.model_file import load_model, parse_model_spec
+    from ..options import DrawOptions
+    from ..capture.recording import record
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
@@ -362,9 +362,9 @@ def check_command(
     """
     import torch
 
-    from .diagnose import failing
-    from .model_file import load_model, parse_model_spec
-    from .record import record
+    from ..checks.diagnosis import failing
+    from ..cli.model_file import load_model, parse_model_spec
+    from ..capture.recording import record
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
@@ -417,7 +417,7 @@ SEVERITY_COLORS = {"error": "red", "warning": "yellow", "info": "cyan"}
 def findings_table(findings: list[Finding], *, color: bool = False) -> str:
     """An aligned table of findings and a summary line; ``color`` styles the severities with ANSI codes.
 
-    >>> from graphviz_autograd.diagnose import Finding
+    >>> from graphviz_autograd.checks.diagnosis import Finding
     >>> print(findings_table([Finding("warning", "grad_zero", "w: zero gradient", ("n1",), "w")]), end="")
     severity  code       subject  message
     warning   grad_zero  w        w: zero gradient
@@ -505,12 +505,12 @@ def _draw(
     """Walk the outputs; return JSON or DOT text (folded and collapsed as
     ``options.depth`` says, see ``page.fit_to_page``), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
     in the fixed layout, to draw when ``dot`` runs past its budget (else None)."""
-    from .api import lay_out
-    from .diagnose import finding_styles
-    from .dot import digraph
-    from .layout import fixed_layout_source
-    from .page import fit_to_page, picture_notes
-    from .walk import walk
+    from ..api import lay_out
+    from ..checks.diagnosis import finding_styles
+    from ..drawing.dot_writer import digraph
+    from ..drawing.layout import fixed_layout_source
+    from ..views.page_fit import fit_to_page, picture_notes
+    from ..capture.walking import walk
 
     progress("walking the autograd graph...")
     started = time.perf_counter()
@@ -570,8 +570,8 @@ def _explore(
     expand_limit: int = DEFAULT_EXPAND_LIMIT,
 ) -> Any:
     """The explorer page of the outputs: one walk, with what check finds when asked."""
-    from .explore import explore
-    from .walk import walk
+    from ..explorer.pages import explore
+    from ..capture.walking import walk
 
     progress("walking the autograd graph...")
     with _model_named_in_errors(loaded):
@@ -593,7 +593,7 @@ def _examine(
     recorder: Optional[Recorder] = None,
     top_memory: Optional[int] = None,
 ) -> Examination:
-    from .diagnose import DEFAULT_TOP_MEMORY, examine
+    from ..checks.diagnosis import DEFAULT_TOP_MEMORY, examine
 
     if top_memory is None:
         top_memory = DEFAULT_TOP_MEMORY
@@ -637,7 +637,7 @@ def _write(
     if fmt in ("dot", JSON):
         data = text.encode("utf-8")
     else:
-        from .budget import draw_within_budget
+        from ..drawing.budget import draw_within_budget
 
         drawn = draw_within_budget(
             text, fmt, engine=engine, budget=budget, fixed_source=fixed_source, timeout=timeout

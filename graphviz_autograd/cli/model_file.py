@@ -14,7 +14,7 @@ a ``torch.export`` archive (``.pt2``). Model code runs as ``python file.py`` wou
 run it: the file's folder (for a module, the current folder) is importable.
 
 >>> import pathlib
->>> loaded = load_model_file(pathlib.Path(__file__).parent.parent / "samples" / "affine.py")
+>>> loaded = load_model_file(pathlib.Path(__file__).parents[2] / "samples" / "affine.py")
 >>> type(loaded.model).__name__, loaded.run().shape
 ('Affine', torch.Size([1]))
 >>> sorted(loaded.tensor_names())
@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from .attribute_names import unregistered_tensors
-from .errors import GraphvizAutogradError
-from .naming import named_tensors
+from ..capture.attribute_names import unregistered_tensors
+from ..errors import GraphvizAutogradError
+from ..capture.naming import named_tensors
 
 if TYPE_CHECKING:
-    from .record import Recorder
+    from ..capture.recording import Recorder
 
 CONVENTION = (
     "a model file defines `model` (an nn.Module or a function returning one) and "
@@ -158,7 +158,7 @@ class LoadedModel:
     def run(self, recorder: Optional["Recorder"] = None) -> Any:
         """Run the forward pass (and ``loss``, when defined); return what to draw.
 
-        With a ``recorder`` (from :func:`~graphviz_autograd.record.record`) both run
+        With a ``recorder`` (from :func:`~graphviz_autograd.capture.recording.record`) both run
         inside it.
         """
         with recorder if recorder is not None else contextlib.nullcontext():

@@ -75,7 +75,7 @@ class Node(NamedTuple):
     in-place op changed it after it was saved (backward() would fail on it). A
     no-grad input that collapse() moved out of a collapsed module keeps that
     module's path, where the gradient was cut, in ``note``.
-    A ``module`` node (made by :func:`graphviz_autograd.collapse.collapse`) stands
+    A ``module`` node (made by :func:`graphviz_autograd.views.collapsing.collapse`) stands
     for a whole module: ``label`` is its path, ``module`` the module it sits in,
     and ``attrs`` its summary (``type``, ``ops``, ``params``, and ``repeats`` and
     ``first`` and ``last`` module paths when a run of alike blocks was folded into it).
@@ -344,7 +344,7 @@ CUT_IN = "cut in"  # a no-grad node's attrs key: where the cut happened, when th
 
 def cut_location(node: Node) -> str:
     """Where a named no-grad input lost its gradient: its module, unless
-    :func:`~graphviz_autograd.collapse.collapse` moved the node beside a box and
+    :func:`~graphviz_autograd.views.collapsing.collapse` moved the node beside a box and
     kept the module under ``CUT_IN`` in its attrs."""
     for key, value in node.attrs:
         if key == CUT_IN:

@@ -4,7 +4,7 @@ Output is byte-stable: node ids come from the walk (``n0, n1, ...``), attributes
 are written in sorted order, and nothing depends on memory addresses, versions,
 paths or time.
 
->>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OP, OUTPUT
 >>> g = AutogradGraph((Node("n0", OUTPUT, "loss", shape=()), Node("n1", OP, "SumBackward0")),
 ...                   (Edge("n1", "n0"),))
 >>> print(to_dot(g), end="")  # doctest: +NORMALIZE_WHITESPACE
@@ -24,8 +24,8 @@ import re
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
-from .describe import describe, junction_lines, module_label_lines, shape_text, tensor_headline
-from .graph import (
+from ..graph.descriptions import describe, junction_lines, module_label_lines, shape_text, tensor_headline
+from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     DATA,
     LEAF,
@@ -44,9 +44,9 @@ from .graph import (
     new_record,
     cut_location,
 )
-from .junctions import Rerouted, plan_junctions
-from .stacking import stacking_edges
-from .style import (
+from ..views.junctions import Rerouted, plan_junctions
+from ..views.stacking import stacking_edges
+from ..graph.style import (
     CLUSTER_ATTRS,
     CLUSTERED_GRAPH_ATTRS,
     DATA_JOIN,
@@ -59,9 +59,9 @@ from .style import (
     STACKING_EDGE_ATTRS,
     resolve_theme,
 )
-from .options import DrawOptions, draw_options
-from .page import COMPACT_RANKSEP, fit_to_page, picture_notes
-from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from ..options import DrawOptions, draw_options
+from ..views.page_fit import COMPACT_RANKSEP, fit_to_page, picture_notes
+from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
@@ -215,7 +215,7 @@ def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **change
     same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``, runs of identical
     blocks folded to one unless ``fold_repeated=False``, and a recorded graph too big
     for a page drawn as the largest module summary that fits, with a note (see
-    :func:`graphviz_autograd.page.fit_to_page`)."""
+    :func:`graphviz_autograd.views.page_fit.fit_to_page`)."""
     options = draw_options(options, **changes)
     fitted = fit_to_page(graph, options)
     # One join over every piece: ``head + body + tail`` would copy a big graph's
@@ -259,9 +259,9 @@ def body_lines(
     as a box around the nodes its forward made (a graph without module info is
     drawn as without it). ``show_shapes`` writes the shape of the tensor along each
     data edge that knows it. ``split_shared`` draws a parameter used more than a few
-    times once per use (see :func:`graphviz_autograd.views.split_shared_leaves`).
+    times once per use (see :func:`graphviz_autograd.views.shown.split_shared_leaves`).
     ``junctions`` draws an output read by many ops far below it as a trunk with a
-    branch to each (see :mod:`graphviz_autograd.junctions`).
+    branch to each (see :mod:`graphviz_autograd.views.junctions`).
     ``depth`` and the layout options are not read here: the caller collapses and lays out.
     Every node has a tooltip (shown in SVG) saying what its short label leaves out.
 

@@ -4,7 +4,7 @@ The backward graph alone knows neither. ``record`` watches the forward pass with
 ``TorchFunctionMode`` and a pre/post forward hook on each module of the model, and
 notes on each new autograd node (in its ``metadata`` dict, which lives and dies
 with the node) the innermost module that was running and the reason for each of
-its inputs that carries no gradient. :func:`~graphviz_autograd.walk.walk` reads the
+its inputs that carries no gradient. :func:`~graphviz_autograd.capture.walking.walk` reads the
 notes when given the recorder; nothing else is kept, so the recorder holds no
 tensor and the graph is freed as usual.
 
@@ -38,8 +38,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .errors import InputTypeError
-from .graph import (
+from ..errors import InputTypeError
+from ..graph.autograd_graph import (
     BUFFER,
     CALL_MARK,
     DATA_ATTRIBUTE,
@@ -52,8 +52,8 @@ from .graph import (
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
 )
-from .attribute_names import unregistered_tensors
-from .naming import layout_name, named_tensors
+from ..capture.attribute_names import unregistered_tensors
+from ..capture.naming import layout_name, named_tensors
 
 
 # (code, label text, module where the gradient was cut)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, Optional, Union
 
-from .errors import OptionError
-from .graph import (
+from ..errors import OptionError
+from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,

@@ -3,7 +3,7 @@
 A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.modules``
 (which a recorded forward pass fills in) and returns a new, smaller graph.
 
->>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
 >>> g = AutogradGraph(
 ...     nodes=(Node("n0", OUTPUT, "out"), Node("n1", OP, "ReluBackward0", module="act"),
 ...            Node("n2", OP, "AddmmBackward0", module="fc")),
@@ -22,21 +22,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
-from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, CUT, CUT_IN, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
+from ..options import check_depth
+from ..errors import OptionError
+from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, CUT_IN, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
 
 # A block's parameters and the nodes that take their gradients (the first call of a
 # module holds them, its later calls read them from there), and its inputs without gradient.
 _NOT_COUNTED = (PARAMETER, LEAF, ACCUMULATE_GRAD, NO_GRAD)
 # Between the first and the last path of folded blocks: "transformer.h.0 … h.11".
 ELLIPSIS = " \u2026 "
-
-
-def check_depth(depth: object) -> int:
-    """``depth`` if it is a non-negative int; OptionError otherwise."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise OptionError(f"depth must be a non-negative integer (0 = one box per top-level module); got {depth!r}.")
-    return depth
 
 
 def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> AutogradGraph:
@@ -59,7 +53,7 @@ def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> Au
     Node ids are renumbered ``n0, n1, ...`` in the order nodes first appear in
     the walk, so the result is as byte-stable as the input.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node, ModuleInfo, OP
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, ModuleInfo, OP
     >>> g = AutogradGraph((Node("n0", OP, "MulBackward0", module="a.b"),), (),
     ...                   modules=(ModuleInfo("", "M"), ModuleInfo("a", "A"), ModuleInfo("a.b", "B")))
     >>> collapse(g, 0).nodes[0].label, collapse(g, 1).nodes[0].label
@@ -170,7 +164,7 @@ def _kept(node: Node, node_id: str, box_of: _BoxFinder) -> Node:
     """A node that stays, renumbered; one whose module went into a box sits beside the box.
 
     A no-grad input moved so keeps the module where the gradient was cut in its
-    attrs (see :func:`~graphviz_autograd.graph.cut_location`).
+    attrs (see :func:`~graphviz_autograd.graph.autograd_graph.cut_location`).
     """
     placed = box_of.placed_in(node.module)
     if placed == node.module:
@@ -300,7 +294,7 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
     inside the block, kind, label and order; a run whose nodes do not match is
     kept as it is.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
     >>> nodes = [Node("n0", OUTPUT, "y")] + [Node(f"n{i}", OP, "ExpBackward0", module=f"h.{3 - i}") for i in (1, 2, 3)]
     >>> g = AutogradGraph(tuple(nodes), (Edge("n1", "n0"), Edge("n2", "n1"), Edge("n3", "n2")),
     ...                   modules=(ModuleInfo("", "M"), ModuleInfo("h", "List"), *(ModuleInfo(f"h.{i}", "Block") for i in range(3))))

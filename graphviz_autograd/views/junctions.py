@@ -20,13 +20,13 @@ concatenation reads, as the paper draws it.
 A source gets a trunk for the reads of one kind (data, or no gradient) when at
 least :data:`MIN_LONG_READS` of them are long, crossing a rank on their way;
 reads on the rank right below stay direct edges, as do all the reads of an
-output read fewer times. Ranks are counted as :func:`graphviz_autograd.layout.rank_widths`
+output read fewer times. Ranks are counted as :func:`graphviz_autograd.drawing.layout.rank_widths`
 counts them: the longest path down to a node that feeds nothing.
 
 Plain computation on edges by node index (``Columns.links``); the DOT writer
-(:mod:`graphviz_autograd.dot`) names and draws the junctions.
+(:mod:`graphviz_autograd.drawing.dot_writer`) names and draws the junctions.
 
->>> from graphviz_autograd.graph import DATA
+>>> from graphviz_autograd.graph.autograd_graph import DATA
 >>> # node 0 is read by ops 2, 4, 6 and 8, each at the end of a chain from the one before
 >>> links = [(i, i + 1, (DATA, None, None)) for i in range(8)] + [(0, i, (DATA, None, None)) for i in (2, 4, 6, 8)]
 >>> found = plan_junctions(9, links)
@@ -42,8 +42,8 @@ from collections import Counter
 from operator import itemgetter
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .stacking import longest_path_ranks
-from .style import JOIN_OF, TRUNK_OF
+from ..views.stacking import longest_path_ranks
+from ..graph.style import JOIN_OF, TRUNK_OF
 
 # Long reads of one output (of one edge kind) from which they go through junctions.
 # Four: an output read two or three times is drawn as it always was, as in every
@@ -106,7 +106,7 @@ def plan_junctions(
 
     Linear in the edges, but for sorting the reads of the outputs that get a trunk.
     ``reads``, the edges leaving each node when the caller has counted them
-    (:meth:`~graphviz_autograd.graph.AutogradGraph.source_reads`), spares a count.
+    (:meth:`~graphviz_autograd.graph.autograd_graph.AutogradGraph.source_reads`), spares a count.
     """
     if not links or count > MAX_NODES:
         return None
@@ -245,7 +245,7 @@ def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, .
     trunk down to the junction it branches off at, and its branch. What draws each
     read as one path (the explorer) puts these together.
 
-    >>> from graphviz_autograd.graph import DATA
+    >>> from graphviz_autograd.graph.autograd_graph import DATA
     >>> links = [(i, i + 1, (DATA, None, None)) for i in range(8)] + [(0, i, (DATA, None, None)) for i in (2, 4, 6, 8)]
     >>> routes = link_routes(plan_junctions(9, links), links)
     >>> routes[0], routes[9], routes[11]  # 0 -> 1 is drawn as it was; 0 -> 4 and 0 -> 8 run down the trunk

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from .errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError
+from ..errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png", ".html": "html"}
@@ -92,7 +92,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
     """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes.
 
     ``engine="neato"`` runs ``neato -n2`` instead of ``dot``, for DOT that pins
-    every node (:func:`graphviz_autograd.layout.fixed_layout_lines`). The program
+    every node (:func:`graphviz_autograd.drawing.layout.fixed_layout_lines`). The program
     runs in a session of its own, so that on a timeout (or Ctrl-C) it is
     stopped together with anything it started: killing only a ``dot`` that is a
     wrapper script would leave its child running, holding our pipes open.

@@ -12,8 +12,8 @@ from collections import Counter
 from operator import itemgetter
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .errors import OptionError
-from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns, module_of_call
+from ..errors import OptionError
+from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns, module_of_call
 
 # A parameter used more often than this is drawn once per use. One weight feeding
 # every step of an unrolled loop makes edges that reach down across many ranks, which
@@ -33,7 +33,7 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
     and a graph with no such node is returned as it is. ``max_uses=None`` turns
     the split off.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, ACCUMULATE_GRAD, PARAMETER
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OP, ACCUMULATE_GRAD, PARAMETER
     >>> nodes = [Node("n0", OP, "AddBackward0"), Node("n1", ACCUMULATE_GRAD, "AccumulateGrad"),
     ...          Node("n2", PARAMETER, "w", shape=(2,))]
     >>> edges = [Edge("n1", "n0"), Edge("n1", "n0"), Edge("n2", "n1")]

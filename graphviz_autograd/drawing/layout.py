@@ -1,19 +1,19 @@
 """Layouts that stay fast: how long ``dot`` would take, and our own layered layout.
 
 Plain computation on an :class:`AutogradGraph` (no torch, no subprocess; the DOT
-statements it writes are quoted by :mod:`graphviz_autograd.dot`). The graph it
-lays out is the one drawn (:mod:`graphviz_autograd.views`): a parameter used
+statements it writes are quoted by :mod:`graphviz_autograd.drawing.dot_writer`). The graph it
+lays out is the one drawn (:mod:`graphviz_autograd.views.shown`): a parameter used
 many times is drawn once per use, which keeps ``dot`` fast on unrolled loops.
 
 - :func:`choose_layout` is the one place that decides, from how long ``dot``
-  would take (:func:`graphviz_autograd.page.estimate_layout_seconds`) and a
+  would take (:func:`graphviz_autograd.views.page_fit.estimate_layout_seconds`) and a
   budget, how a graph is laid out.
 - :func:`layered_positions` is a cheap layered layout for graphs too big for
   ``dot`` (ranks by longest path, a few barycenter sweeps, then coordinates);
   :func:`fixed_layout_lines` turns it into DOT statements that Graphviz's
   ``neato -n2`` draws without laying anything out.
 
->>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OP, OUTPUT
 >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", OP, "ExpBackward0")), (Edge("n1", "n0"),))
 >>> layered_positions(g)["n1"][1] > layered_positions(g)["n0"][1]  # inputs above outputs
 True
@@ -26,19 +26,19 @@ import math
 from bisect import bisect_left
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .errors import OptionError
-from .graph import (
+from ..errors import OptionError
+from ..graph.autograd_graph import (
     NODE_KINDS,
     AutogradGraph,
     ModuleInfo,
     Node,
 )
-from .dot import attr_list, body_lines, cluster_title, digraph, quote, tooltip_value
-from .options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
-from .page import estimate_layout_seconds, flow_pairs, node_size
-from .stacking import longest_path_ranks, stacking_edges
-from .style import CLUSTER_ATTRS, check_direction
-from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from ..drawing.dot_writer import attr_list, body_lines, cluster_title, digraph, quote, tooltip_value
+from ..options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
+from ..views.page_fit import estimate_layout_seconds, flow_pairs, node_size
+from ..views.stacking import longest_path_ranks, stacking_edges
+from ..graph.style import CLUSTER_ATTRS, check_direction
+from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 Position = Tuple[float, float]
 
@@ -57,7 +57,7 @@ def choose_layout(
     ``budget`` seconds, and then the fixed layered layout, with a one-line
     ``note`` saying so (empty otherwise) for the caller to show.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
     >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()))
     ('dot', '')
     >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()), budget=0.01)[0]
@@ -104,7 +104,7 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB", clusters: boo
     With ``clusters``, a recorded graph's nodes are laid out to be drawn in module
     boxes (see :func:`module_boxes`).
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OP, OUTPUT
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OP, OUTPUT
     >>> g = AutogradGraph((Node("n0", OUTPUT), Node("n1", OP, "A"), Node("n2", OP, "B")),
     ...                   (Edge("n1", "n0"), Edge("n2", "n0")))
     >>> p = layered_positions(g)
@@ -146,7 +146,7 @@ def module_boxes(graph: AutogradGraph, direction: str = "TB") -> List[Box]:
     each rank, the gap between two ranks grows with the box edges it holds, and a
     box whose rectangle would reach over nodes of another is moved aside.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, ModuleInfo, Node, Edge, OP
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, ModuleInfo, Node, Edge, OP
     >>> g = AutogradGraph((Node("n0", OP, "A", module="fc"), Node("n1", OP, "B", module="fc")),
     ...                   (Edge("n1", "n0"),), modules=(ModuleInfo("", "Net"), ModuleInfo("fc", "Linear")))
     >>> [(b.module, b.depth) for b in module_boxes(g)]
@@ -822,7 +822,7 @@ def fixed_layout_lines(
     :func:`module_boxes`): an empty cluster with its rectangle given (``bb``),
     which ``neato -n2`` draws beneath the nodes, one per band it has nodes in.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
     >>> fixed_layout_lines(AutogradGraph((Node("n0", "op", "A"),), ()))
     ['\\tgraph [inputscale=72 maxiter=0 overlap=true splines=false]\\n', '\\tn0 [pos="0,9.5!"]\\n']
     """
@@ -906,10 +906,10 @@ def lay_out(
     """The DOT body of ``graph`` drawn with ``options`` (or the keyword options of
     ``make_dot``), laid out as ``options.layout`` says; ``depth`` is not applied here.
 
-    :func:`graphviz_autograd.layout.choose_layout` decides; with the fixed layout,
+    :func:`graphviz_autograd.drawing.layout.choose_layout` decides; with the fixed layout,
     the lines pin every node and ``engine`` is ``"neato"``.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
     >>> laid = lay_out(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed")
     >>> laid.engine, laid.lines[-1]
     ('neato', '\\tn0 [pos="0,9.5!"]\\n')

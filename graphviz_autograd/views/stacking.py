@@ -18,7 +18,7 @@ same way and gets the same edge: the transpose of a weight tied to an embedding,
 in the output layer of GPT-2, would otherwise stretch that layer's box up to the
 embedding.
 
->>> from graphviz_autograd.graph import DATA
+>>> from graphviz_autograd.graph.autograd_graph import DATA
 >>> # node 0 in box "a" feeds op 1 in box "b"; parameter 2 (in "b") feeds op 1 too
 >>> links = [(0, 1, (DATA,)), (2, 1, (DATA,))]
 >>> stacking_edges(links, ["a", "b", "b"], lambda path: "")
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .graph import CUT, DATA
+from ..graph.autograd_graph import CUT, DATA
 
 
 def stacking_edges(

@@ -11,7 +11,7 @@ as a branch, one level deeper, starting with ``- ``. A node reached a second tim
 is not written again: its first line ends with ``&N`` and the later ones are
 ``*N``. So one op more, or one op changed, is one line of a diff.
 
->>> from graphviz_autograd.graph import AutogradGraph, Edge, Node, OP, OUTPUT, PARAMETER, ACCUMULATE_GRAD
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, Node, OP, OUTPUT, PARAMETER, ACCUMULATE_GRAD
 >>> g = AutogradGraph(
 ...     nodes=(Node("n0", OUTPUT, "loss", shape=(), dtype="float32"), Node("n1", OP, "MulBackward0"),
 ...            Node("n2", ACCUMULATE_GRAD, "AccumulateGrad"), Node("n3", PARAMETER, "w", shape=(3,), dtype="float32")),
@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from typing import Optional
 
-from .graph import MODULE, NO_GRAD, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, Node
+from ..graph.autograd_graph import MODULE, NO_GRAD, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, Node
 
 FORMAT_VERSION = 1
 HEADER = f"# graphviz-autograd graph structure, format {FORMAT_VERSION}"

@@ -48,8 +48,8 @@ class AutogradCheck:
         """
         import torch
 
-        from .diagnose import check
-        from .errors import CheckFailedError
+        from ..checks.diagnosis import check
+        from ..errors import CheckFailedError
 
         if backward is None:
             backward = isinstance(outputs, torch.Tensor) and outputs.numel() == 1 and outputs.requires_grad

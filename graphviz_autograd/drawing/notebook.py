@@ -8,11 +8,11 @@ megabytes of SVG into the notebook. :class:`AutogradDigraph` is the same object
 as plain data, and shows itself so:
 
 - ``dot`` runs for at most the layout budget, then the fixed layered layout is
-  drawn instead (see :mod:`graphviz_autograd.budget`);
+  drawn instead (see :mod:`graphviz_autograd.drawing.budget`);
 - a drawing over ``INLINE_SVG_LIMIT`` bytes (one asked for with
   ``depth="full"``; by default a recorded graph too big for a page is already a
   summary) is not shown: a recorded graph is shown as the largest module summary
-  that fits a page, as :func:`graphviz_autograd.page.fit_to_page` decides for
+  that fits a page, as :func:`graphviz_autograd.views.page_fit.fit_to_page` decides for
   every drawing, with a note in the picture saying how to see the rest; any
   other graph as a line saying how to draw it to a file.
 """
@@ -23,11 +23,11 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import graphviz
 
-from .budget import draw_within_budget
-from .graph import AutogradGraph
-from .layout import fixed_layout_source, lay_out
-from .options import FIT, DrawOptions
-from .page import fit_to_page, picture_notes
+from ..drawing.budget import draw_within_budget
+from ..graph.autograd_graph import AutogradGraph
+from ..drawing.layout import fixed_layout_source, lay_out
+from ..options import FIT, DrawOptions
+from ..views.page_fit import fit_to_page, picture_notes
 
 # Bytes of SVG past which a drawing is not put into a notebook: a browser slows down
 # on a page holding tens of thousands of SVG elements, and the notebook file keeps

@@ -1,14 +1,14 @@
 """Draw within a layout budget: Graphviz ``dot`` for as long as the budget allows,
 then the fixed layered layout.
 
-:func:`graphviz_autograd.layout.choose_layout` decides from an estimate, and an
+:func:`graphviz_autograd.drawing.layout.choose_layout` decides from an estimate, and an
 estimate can be wrong by far (a 20,000-op chain guessed at 96 s ran past 400 s).
 Here the budget is held by the clock instead: ``dot`` runs with what is left of
 the budget as its timeout, and when it runs past it is stopped and the graph is
 drawn again by ``neato -n2`` from positions we compute, which takes seconds at
 any size.
 
->>> from graphviz_autograd.budget import fallback_note
+>>> from graphviz_autograd.drawing.budget import fallback_note
 >>> fallback_note(10)[:45]
 'Graphviz dot did not finish within the layout'
 """
@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple, Optional
 
-from .errors import LayoutTimeoutError
-from .render import DEFAULT_TIMEOUT, check_timeout, run_dot
+from ..errors import LayoutTimeoutError
+from ..drawing.rendering import DEFAULT_TIMEOUT, check_timeout, run_dot
 
 
 class Drawn(NamedTuple):

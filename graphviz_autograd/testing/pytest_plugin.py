@@ -12,7 +12,7 @@ compares the graph with ``tests/golden/test_models/mlp.graph.txt``.
 What a golden file holds (the ini option ``autograd_golden_kind``):
 
 - ``structure`` (the default): what the graph is, in the canonical text of
-  :mod:`graphviz_autograd.structure`: ops and how they connect, parameter,
+  :mod:`graphviz_autograd.testing.structure`: ops and how they connect, parameter,
   input and output names, shapes and dtypes, where gradient is cut and why,
   which module made each node. Nothing of the drawing (colours, themes,
   tooltips), so a release that changes how graphs look keeps these files valid.
@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Uni
 import pytest
 
 if TYPE_CHECKING:
-    from .style import Theme
+    from ..graph.style import Theme
 
 GoldenKind = Literal["structure", "drawing"]
 GOLDEN_KINDS: tuple[GoldenKind, ...] = ("structure", "drawing")
@@ -208,8 +208,8 @@ class GoldenChecker:
         ``make_dot``'s. ``kind`` (``"structure"`` or ``"drawing"``) overrides the
         ini option for this call. Returns the text compared.
         """
-        from .api import make_dot
-        from .errors import InputTypeError
+        from ..api import make_dot
+        from ..errors import InputTypeError
 
         if params is not None and model is not None:
             raise InputTypeError("autograd_golden.check() takes params= or model=, not both.")
@@ -251,7 +251,7 @@ class GoldenChecker:
         directory: Optional[Union[os.PathLike[str], str]],
         summary: Callable[[str, str], str],
     ) -> None:
-        from .render import write_atomic
+        from ..drawing.rendering import write_atomic
 
         folder = self.folder(directory)
         golden = folder / f"{name}{suffix}"
@@ -361,10 +361,10 @@ def _check_kind(kind: str) -> GoldenKind:
 
 def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
     """The structure text of the graph ``make_dot(outputs, params, **options)`` would draw."""
-    from .collapse import collapse
-    from .graph import AutogradGraph
-    from .structure import structure_text
-    from .walk import walk
+    from ..views.collapsing import collapse
+    from ..graph.autograd_graph import AutogradGraph
+    from ..testing.structure import structure_text
+    from ..capture.walking import walk
 
     show_attrs = bool(options.get("show_attrs", False))
     show_saved = bool(options.get("show_saved", False))
@@ -393,7 +393,7 @@ def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
 
 def _format_note(expected: str, obtained: str) -> str:
     """A line when the golden file was written in another version of the structure format."""
-    from .structure import HEADER
+    from ..testing.structure import HEADER
 
     prefix = HEADER.rsplit(" ", 1)[0]
     first = expected.split("\n", 1)[0].rstrip("\r")
@@ -430,7 +430,7 @@ def structure_summary(expected: str, obtained: str) -> str:
     Parameters: +fc.bias (2, 2).
     Edges: 1 -> 2.
     """
-    from .structure import node_lines
+    from ..testing.structure import node_lines
 
     counts = []
     for text in (expected, obtained):
@@ -484,9 +484,9 @@ def _drawn_nodes(source: str, theme: Optional[Theme]) -> dict[str, Counter[str]]
 
     A node's kind is read from its style attributes, which style.py sets per kind.
     """
-    from .dot import UNNAMED, attr_value, read_label
-    from .graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED
-    from .style import resolve_theme
+    from ..drawing.dot_writer import UNNAMED, attr_value, read_label
+    from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED
+    from ..graph.style import resolve_theme
 
     try:
         styles = resolve_theme(theme)
@@ -513,8 +513,8 @@ def _drawn_nodes(source: str, theme: Optional[Theme]) -> dict[str, Counter[str]]
 
 def _check_graphviz_parses(source: str, name: str) -> None:
     """Fail when Graphviz's parser rejects the DOT (skipped where Graphviz is absent)."""
-    from .errors import GraphvizNotFoundError, RenderError
-    from .render import run_dot
+    from ..errors import GraphvizNotFoundError, RenderError
+    from ..drawing.rendering import run_dot
 
     try:
         run_dot(source, "canon", timeout=300)
@@ -735,4 +735,4 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 # --- asserting that a model learns (its own module) --------------------------------
 
-from .pytest_checks import autograd_check  # noqa: E402,F401  (a fixture: pytest finds it here)
+from ..testing.pytest_checks import autograd_check  # noqa: E402,F401  (a fixture: pytest finds it here)

@@ -15,7 +15,7 @@ A page is a picture whose long side is at most ``PAGE_LONG_SIDE`` points (4,000
 pixels at Graphviz's default 96 dpi), holding at most ``PAGE_NODES`` boxes, that
 ``dot`` lays out within the layout budget.
 
->>> from graphviz_autograd.graph import AutogradGraph, Node
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
 >>> fit_to_page(AutogradGraph((Node("n0", "op", "ExpBackward0"),), ())).depth is None  # fits: drawn whole
 True
 """
@@ -25,14 +25,14 @@ from __future__ import annotations
 import textwrap
 from typing import Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from .collapse import collapse, fold_to_representative
-from .describe import module_label_lines
-from .graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
-from .options import FIT, DrawOptions, draw_options
-from .junctions import plan_junctions
-from .stacking import longest_path_ranks
-from .style import GRAPH_ATTRS
-from .views import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from ..views.collapsing import collapse, fold_to_representative
+from ..graph.descriptions import module_label_lines
+from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
+from ..options import FIT, DrawOptions, draw_options
+from ..views.junctions import plan_junctions
+from ..views.stacking import longest_path_ranks
+from ..graph.style import GRAPH_ATTRS
+from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
@@ -49,7 +49,7 @@ UNCOUNTED_RANKS_ABOVE = 3600.0
 
 def estimate_layout_seconds(graph: AutogradGraph, junctions: bool = True) -> float:
     """A rough guess of the seconds Graphviz ``dot`` needs to lay out ``graph`` as SVG,
-    drawn with junctions (see :mod:`graphviz_autograd.junctions`) unless ``junctions`` is False.
+    drawn with junctions (see :mod:`graphviz_autograd.views.junctions`) unless ``junctions`` is False.
 
     ``dot`` puts a virtual node on every rank an edge crosses beyond its first, so
     long edges, not the node count alone, decide its time: DenseNet-121's 1,282
@@ -74,12 +74,12 @@ def estimate_layout_seconds(graph: AutogradGraph, junctions: bool = True) -> flo
 
     The graph counted is the one ``dot`` is given: with junctions, an output read by
     many ops far below is one trunk of points with short branches, not one long
-    edge per read (:mod:`graphviz_autograd.junctions`). DenseNet-121 then has 58
+    edge per read (:mod:`graphviz_autograd.views.junctions`). DenseNet-121 then has 58
     junctions and a few hundred virtual nodes, and is guessed at 0.3 s instead of
     9 s; ``dot`` takes 0.4 to 0.5 s without module boxes and 0.7 to 0.8 s with them
     (15 to 27 s without junctions).
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
     >>> estimate_layout_seconds(AutogradGraph((Node("n0", "op"),), ())) < 1
     True
     """
@@ -197,7 +197,7 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     The whole graph is folded with no depth, and a summary at depth N is the one
     ``depth=N`` draws: folded to that depth, then collapsed.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, OP, OUTPUT
     >>> ops = [Node(f"n{i}", OP, f"Op{i}Backward0", module=f"h.{i}") for i in range(1, 301)]
     >>> modules = (ModuleInfo("", "Net"), ModuleInfo("h", "Stack"), *(ModuleInfo(f"h.{i}", f"B{i}") for i in range(1, 301)))
     >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), *ops), tuple(Edge(f"n{i + 1}", f"n{i}") for i in range(300)), modules=modules)
@@ -245,7 +245,7 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
 def picture_notes(fitted: Fitted) -> List[Tuple[List[str], dict]]:
     """The note of ``fitted`` as a box for ``body_lines(notes=...)`` (none when it has none), in short lines.
 
-    >>> from graphviz_autograd.graph import AutogradGraph
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph
     >>> picture_notes(Fitted(AutogradGraph((), ()), None, False, ""))
     []
     """
@@ -337,7 +337,7 @@ def picture_size(
     that, so the breadth is a floor, not a measure. An edge that closes a cycle is
     left out, as ``dot`` turns it around.
 
-    >>> from graphviz_autograd.graph import AutogradGraph, Node, Edge, OUTPUT
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OUTPUT
     >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", "op", "ExpBackward0")), (Edge("n1", "n0"),))
     >>> width, height = picture_size(g)
     >>> round(height), round(picture_size(g, compact=True)[1]) < round(height)

@@ -13,8 +13,8 @@ from typing import Any, Iterable, Iterator, Union
 
 import torch
 
-from .attribute_names import unregistered_tensors
-from .errors import InputTypeError
+from ..capture.attribute_names import unregistered_tensors
+from ..errors import InputTypeError
 
 # What ``params`` may be: a dict of name to tensor, a module, or (name, tensor) pairs.
 Params = Union[None, Mapping, torch.nn.Module, Iterable]

@@ -37,9 +37,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from .describe import count_text, describe_op, plural
-from .errors import InputTypeError, OptionError
-from .graph import (
+from ..graph.descriptions import count_text, describe_op, plural
+from ..errors import InputTypeError, OptionError
+from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,
@@ -55,11 +55,11 @@ from .graph import (
     ModuleInfo,
     leaves_and_returns,
 )
-from .junctions import link_routes, plan_junctions
-from .options import DEFAULT_EXPAND_LIMIT
-from .stacking import stacking_edges
-from .style import EDGE_STYLES
-from .render import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
+from ..views.junctions import link_routes, plan_junctions
+from ..options import DEFAULT_EXPAND_LIMIT
+from ..views.stacking import stacking_edges
+from ..graph.style import EDGE_STYLES
+from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
 
 # Modules that hold others and run nothing themselves: a level of their own would
 # only add a click, so their children are shown in the level of their parent.
@@ -166,19 +166,19 @@ def explore(
     if isinstance(output, AutogradGraph):
         graph = output
     else:
-        from .walk import walk
+        from ..capture.walking import walk
 
         graph = walk(output, params, collect_saved=True, collect_shapes=show_shapes, recorder=recorder)
     findings: list = []
     if diagnose is True:
-        from .diagnose import examine
+        from ..checks.diagnosis import examine
 
         findings = examine(graph, params=params if graph.params_given else None).findings
     elif diagnose is not False and diagnose is not None:
         findings = list(diagnose)
     norms: dict[str, float] = {}
     if grad_colors is not None:
-        from .diagnose import gradient_norms
+        from ..checks.diagnosis import gradient_norms
 
         norms = gradient_norms(grad_colors)
     if title is None:
@@ -783,7 +783,7 @@ def _short(text: str) -> str:
 
 
 def _dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
-    from .dot import quote
+    from ..drawing.dot_writer import quote
 
     lines = ["digraph {", " graph [rankdir=TB nodesep=0.25 ranksep=0.35 nslimit=3]",
              " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
@@ -804,7 +804,7 @@ class _ViewEdges:
 
     An output read by many items far below (a DenseNet block's feature maps, read by
     every later layer) runs down a trunk of junctions with a branch to each reader,
-    as in a static drawing (:mod:`graphviz_autograd.junctions`): ``dot`` then sees one
+    as in a static drawing (:mod:`graphviz_autograd.views.junctions`): ``dot`` then sees one
     long line instead of one per read, and the view stays readable. The page still
     draws each edge as one path (:meth:`add_paths`): its output's join, the trunk down
     to its branch, and the branch, one after another; a trunk shared by many reads is
@@ -880,7 +880,7 @@ def cluster_lines(item: Sequence[Any]) -> list[str]:
 def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
     """DOT of a template's expanded view: a cluster per opened module, no edge labels
     (their shapes are in the details), so big views stay quick to lay out."""
-    from .dot import quote
+    from ..drawing.dot_writer import quote
 
     expanded = template["expanded"]
     clusters = expanded["clusters"]

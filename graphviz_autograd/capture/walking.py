@@ -3,7 +3,7 @@
 This is the only module that touches autograd internals (``grad_fn``,
 ``next_functions``, ``AccumulateGrad.variable``, ``_saved_*``). It iterates with an
 explicit stack, so a chain of a million ops walks as easily as ten, and it returns
-an :class:`~graphviz_autograd.graph.AutogradGraph` that holds no tensor.
+an :class:`~graphviz_autograd.graph.autograd_graph.AutogradGraph` that holds no tensor.
 
 >>> import torch
 >>> w = torch.ones(2, requires_grad=True)
@@ -24,9 +24,9 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
-from .errors import NoGraphError
-from .naming import Params, layout_name, named_tensors, parameter_names
-from .graph import (
+from ..errors import NoGraphError
+from ..capture.naming import Params, layout_name, named_tensors, parameter_names
+from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,
@@ -43,7 +43,7 @@ from .graph import (
 )
 
 if TYPE_CHECKING:
-    from .record import Recorder
+    from ..capture.recording import Recorder
 
 
 # The rest of an edge (Edge[2:]) for each kind without a shape: shared by every such edge.
@@ -98,7 +98,7 @@ def walk(
     ``collect_shapes`` records on each data edge the shape and dtype of the tensor
     flowing along it (from autograd's input metadata; no data is read).
 
-    ``recorder`` (from :func:`~graphviz_autograd.record.record`) adds what a recorded
+    ``recorder`` (from :func:`~graphviz_autograd.capture.recording.record`) adds what a recorded
     forward pass knows: each op's module, the modules of the model, and why each
     input without gradient lost it.
     """

@@ -1,0 +1,1 @@
+"""Checks: findings about a walked graph and its gradients (``check()``)."""

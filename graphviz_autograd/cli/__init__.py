@@ -1,0 +1,1 @@
+"""The ``graphviz-autograd`` command and the model files it loads."""
