@@ -31,7 +31,7 @@ import torch
 
 from graphviz_autograd import record, to_dot, walk
 from graphviz_autograd.views.junctions import plan_junctions
-from graphviz_autograd.drawing.layout import estimate_layout_seconds
+from graphviz_autograd.views.page_fit import estimate_layout_seconds
 from graphviz_autograd.views.shown import shown_graph, split_shared_leaves
 
 from .models import DenseNet121

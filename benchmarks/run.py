@@ -80,6 +80,7 @@ import torch
 
 from graphviz_autograd import to_dot, walk
 from graphviz_autograd.drawing.dot_writer import forget_written_attrs
+from graphviz_autograd.views.prepared import prepare
 
 from . import models
 
@@ -474,7 +475,7 @@ def layout_timings(timeout: float) -> list[tuple[str, str, str, Optional[float]]
             outputs, params = built
             budget_options = {k: v for k, v in case.options.items() if k != "layout"}
             graph = walk(outputs, params)
-            laid_out = lay_out(graph, layout=case.options["layout"], **budget_options)
+            laid_out = lay_out(prepare(graph, layout=case.options["layout"], depth="full", fold_repeated=False, **budget_options))
             shown = split_shared_leaves(graph) if case.options.get("split_shared", True) else graph
             drawn, engine = len(shown.nodes), laid_out.engine
             del graph, shown, laid_out

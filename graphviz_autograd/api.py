@@ -30,14 +30,15 @@ from typing import Any, Optional, Sequence, Union
 import graphviz
 
 from .drawing.budget import draw_within_budget
-from .checks.diagnosis import Finding, examine, finding_styles, gradient_norms, gradient_styles, merge_styles
+from .checks.diagnosis import Finding, given_overlays
 from .errors import OptionError
 from .graph.autograd_graph import AutogradGraph
 from .drawing.layout import LaidOut, lay_out
 from .capture.naming import Params
 from .drawing.notebook import AutogradDigraph
 from .options import DEFAULT_LAYOUT_BUDGET, FIT, DepthOption, DrawOptions, LayoutName
-from .views.page_fit import fit_to_page, picture_notes
+from .views.overlays import Overlay, overlay_names
+from .views.prepared import prepare
 from .capture.recording import Recorder
 from .drawing.rendering import DEFAULT_TIMEOUT, OutputFormat, PathLike, check_writable, format_for_path, render_source, write_atomic
 from .graph.style import Direction, Theme
@@ -69,6 +70,7 @@ def make_dot(
     layout: LayoutName = "dot",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
     junctions: bool = True,
+    overlays: Sequence[Overlay] = (),
 ) -> graphviz.Digraph:
     """The backward graph of ``var`` as a ``graphviz.Digraph``; a drop-in for ``torchviz.make_dot``.
 
@@ -102,7 +104,10 @@ def make_dot(
     of what it found; a list of findings from ``check()`` is drawn as given.
     ``grad_colors`` (the model, or params) fills each parameter and its
     AccumulateGrad by the norm of its ``.grad`` on a log scale, with a key.
-    With ``depth``, only the note of findings is drawn: their nodes are in boxes.
+    ``overlays`` draws more values over the graph (see
+    :class:`~graphviz_autograd.views.overlays.Overlay`). With ``depth``, a module
+    box carries what its nodes carry: the worst finding, the largest gradient norm,
+    the sum of saved bytes or of measured time.
 
     ``split_shared`` draws a parameter used more than a few times (an RNN's
     weights, once per step) once per use, which keeps Graphviz fast. ``layout``
@@ -138,29 +143,17 @@ def make_dot(
         layout_budget=layout_budget,
         junctions=junctions,
     )
+    overlay_names(overlays)
     if params is None and recorder is not None:
         params = recorder.model
     graph = _as_graph(var, params, options, recorder)
-    overlays = []
-    if diagnose is True:
-        overlays.append(finding_styles(examine(graph, params=params).findings))
-    elif diagnose is not False and diagnose is not None:
-        overlays.append(finding_styles(list(diagnose)))
-    if grad_colors is not None:
-        overlays.append(gradient_styles(graph, gradient_norms(grad_colors)))
-    node_styles, notes = merge_styles(*overlays)
-    fitted = fit_to_page(graph, options)
-    graph = fitted.graph
-    if fitted.depth is not None:
-        node_styles = {}  # the walked graph's ids: gone into boxes
-    notes = [*notes, *picture_notes(fitted)]
-    options = options.replace(compact=fitted.compact)
-    _say(fitted.note)
-    laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
+    view = prepare(graph, options, overlays=[*given_overlays(graph, params, diagnose, grad_colors), *overlays])
+    _say(view.note)
+    laid_out = lay_out(view)
     _say(laid_out.note)
-    # Keeps the graph (plain data, no tensor) to draw it again with the fixed layout
+    # Keeps the view (plain data, no tensor) to draw it again with the fixed layout
     # when dot runs past the budget, in a notebook or in render().
-    dot = AutogradDigraph(engine=laid_out.engine, drawn=graph, options=options, node_styles=node_styles, notes=notes)
+    dot = AutogradDigraph(engine=laid_out.engine, view=view)
     dot.body = laid_out.lines
     return dot
 

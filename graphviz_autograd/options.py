@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Union, cast
+from typing import Any, Callable, Literal, Optional, Union, cast
 
 from .errors import OptionError
 from .graph.style import Theme, check_direction, resolve_theme
@@ -67,18 +67,22 @@ def check_layout(layout: str) -> LayoutName:
 
 @dataclass(frozen=True)
 class DrawOptions:
-    """Every option of a drawing, as ``make_dot`` documents them; checked when made.
+    """Every option of a picture or an explorer page, as ``make_dot`` documents them;
+    each field is checked when the object is made, and the defaults are here alone.
 
-    ``layout`` and ``layout_budget`` choose how the graph is laid out (read by
-    ``make_dot``/``render``; the DOT writer ignores them), ``depth`` and
+    It holds how to draw, and nothing derived from a graph (how close a tall graph's
+    ranks are set is the prepared view's to decide). What is drawn comes beside it:
+    the outputs or a walked graph, ``params`` and ``recorder`` (what the capture
+    reads), and overlays (``diagnose``, ``grad_colors``, a measured profile), which
+    are data, not options.
+
+    ``layout`` and ``layout_budget`` choose how the graph is laid out, ``depth`` and
     ``fold_repeated`` how far a recorded graph is collapsed before it is drawn
     (``depth="fit"``: as far as it takes to fit a page; ``"full"`` or None: not at
-    all; see :func:`graphviz_autograd.views.page_fit.fit_to_page`). ``compact`` sets the
-    ranks closer together (Graphviz's ``ranksep``), as is done for a graph too
-    long for a page.
-    ``junctions`` draws an output read by many ops far below as one trunk with a
-    branch to each (see :mod:`graphviz_autograd.views.junctions`); False draws each read
-    as its own edge.
+    all; see :func:`graphviz_autograd.views.page_fit.fit_to_page`). ``junctions``
+    draws an output read by many ops far below as one trunk with a branch to each
+    (see :mod:`graphviz_autograd.views.junctions`). ``expand_limit`` is the explorer
+    page's: the most nodes its view of a level with every module opened may draw.
     """
 
     show_attrs: bool = False
@@ -96,24 +100,12 @@ class DrawOptions:
     fold_repeated: bool = True
     layout: str = "dot"
     layout_budget: float = DEFAULT_LAYOUT_BUDGET
-    compact: bool = False
     junctions: bool = True
+    expand_limit: int = DEFAULT_EXPAND_LIMIT
 
     def __post_init__(self) -> None:
-        chars = self.max_attr_chars
-        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
-            raise OptionError(f"max_attr_chars must be a positive integer; got {chars!r}.")
-        for name in ("clusters", "show_shapes", "fold_repeated", "compact", "junctions"):
-            value = getattr(self, name)
-            if not isinstance(value, bool):
-                raise OptionError(f"{name} must be True or False; got {value!r}.")
-        check_direction(self.direction)
-        check_layout(self.layout)
-        check_depth_option(self.depth)
-        budget = self.layout_budget
-        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-            raise OptionError(f"layout_budget must be a positive number of seconds; got {budget!r}.")
-        resolve_theme(self.theme)  # a bad theme fails here, before any graph is walked
+        for name, check in _CHECKS.items():
+            check(name, getattr(self, name))
 
     @property
     def collect_saved(self) -> bool:
@@ -121,8 +113,50 @@ class DrawOptions:
         return self.show_attrs or self.show_saved
 
     def replace(self, **changes: Any) -> "DrawOptions":
-        """A copy with ``changes``, checked as a new one is."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``, checked as a new one is; an unknown name is an OptionError."""
+        return draw_options(self, **changes)
+
+
+def _boolean(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise OptionError(f"{name} must be True or False; got {value!r}.")
+
+
+def _positive_whole(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OptionError(f"{name} must be a positive integer; got {value!r}.")
+
+
+def _seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise OptionError(f"{name} must be a positive number of seconds; got {value!r}.")
+
+
+def _nodes(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OptionError(f"{name} must be a whole number of nodes, 0 or more (0: no expanded views); got {value!r}.")
+
+
+# One check per field, in the order of the fields.
+_CHECKS: dict[str, Callable[[str, Any], object]] = {
+    "show_attrs": _boolean,
+    "show_saved": _boolean,
+    "max_attr_chars": _positive_whole,
+    "direction": lambda name, value: check_direction(value),
+    "show_no_grad": _boolean,
+    "show_device": _boolean,
+    "theme": lambda name, value: resolve_theme(value),  # a bad theme fails here, before any graph is walked
+    "legend": _boolean,
+    "clusters": _boolean,
+    "show_shapes": _boolean,
+    "split_shared": _boolean,
+    "depth": lambda name, value: check_depth_option(value),
+    "fold_repeated": _boolean,
+    "layout": lambda name, value: check_layout(value),
+    "layout_budget": _seconds,
+    "junctions": _boolean,
+    "expand_limit": _nodes,
+}
 
 
 def draw_options(options: Optional[DrawOptions] = None, **changes: Any) -> DrawOptions:
@@ -133,15 +167,14 @@ def draw_options(options: Optional[DrawOptions] = None, **changes: Any) -> DrawO
     >>> draw_options(colour="red")
     Traceback (most recent call last):
     ...
-    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, compact, junctions.
+    graphviz_autograd.errors.OptionError: unknown drawing option 'colour'; the options are: show_attrs, show_saved, max_attr_chars, direction, show_no_grad, show_device, theme, legend, clusters, show_shapes, split_shared, depth, fold_repeated, layout, layout_budget, junctions, expand_limit.
     """
     base = options if options is not None else _DEFAULTS
     if not changes:
         return base
-    known = _FIELD_NAMES
     for name in changes:
-        if name not in known:
-            raise OptionError(f"unknown drawing option {name!r}; the options are: {', '.join(known)}.")
+        if name not in _FIELD_NAMES:
+            raise OptionError(f"unknown drawing option {name!r}; the options are: {', '.join(_FIELD_NAMES)}.")
     return dataclasses.replace(base, **changes)
 
 

@@ -16,6 +16,7 @@ import torch
 from graphviz_autograd import make_dot, to_dot, walk
 from graphviz_autograd.graph.autograd_graph import AutogradGraph, Columns, Edge, Node, numbered_ids
 from graphviz_autograd.options import DrawOptions
+from graphviz_autograd.views.prepared import prepare
 
 from .graph_cases import CASES
 
@@ -104,6 +105,6 @@ def test_to_dot_joined_in_runs_equals_the_lines_of_body_lines(shapes):
         y = y * 1.0001
     graph = walk(y, {"x": x}, collect_shapes=shapes)
     assert len(graph.columns().links) > _JOIN_EVERY
-    lines = body_lines(graph, DrawOptions(show_shapes=shapes))
+    lines = body_lines(prepare(graph, DrawOptions(show_shapes=shapes)))
     assert all(line.count("\n") == 1 for line in lines)  # one line each, as documented
     assert to_dot(graph, show_shapes=shapes) == digraph(lines)

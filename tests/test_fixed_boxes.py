@@ -12,6 +12,7 @@ from graphviz_autograd.drawing.dot_writer import cluster_title, digraph
 from graphviz_autograd.graph.autograd_graph import OP, OUTPUT, AutogradGraph, ModuleInfo
 from graphviz_autograd.drawing.layout import fixed_layout_lines, lay_out, layered_positions, module_boxes
 from graphviz_autograd.drawing.rendering import run_dot
+from graphviz_autograd.views.prepared import prepare
 
 from .module_graphs import GraphBuilder, gpt2_like
 from .test_cli import needs_dot
@@ -158,8 +159,8 @@ def test_without_module_info_or_with_clusters_false_nothing_changes():
 
 def test_lay_out_draws_boxes_only_when_asked():
     graph = gpt2_like(2)
-    with_boxes = "".join(lay_out(graph, layout="fixed").lines)
-    without = "".join(lay_out(graph, layout="fixed", clusters=False).lines)
+    with_boxes = "".join(lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False)).lines)
+    without = "".join(lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False, clusters=False)).lines)
     assert "subgraph cluster_m1_0 {graph [bb=" in with_boxes
     assert "bb=" not in without and "subgraph cluster" not in without
 
@@ -172,7 +173,7 @@ def test_boxes_are_the_same_bytes_every_time():
 @needs_dot
 def test_neato_draws_each_box_beneath_the_nodes():
     graph = side_by_side()
-    laid = lay_out(graph, layout="fixed")
+    laid = lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False))
     svg = run_dot(digraph(laid.lines), "svg", engine=laid.engine).decode()
     groups = re.findall(r'<g id="\w+" class="(cluster|node)">\s*<title>([^<]*)</title>', svg)
     clusters = [title for kind, title in groups if kind == "cluster" and re.fullmatch(r"cluster_m\d+_\d+", title)]

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from graphviz_autograd import OptionError, make_dot, to_dot
 from graphviz_autograd.graph.autograd_graph import CUT, DATA, OP, OUTPUT, AutogradGraph, Edge, ModuleInfo, Node
 from graphviz_autograd.views.junctions import link_routes, plan_junctions
-from graphviz_autograd.drawing.layout import estimate_layout_seconds, lay_out
+from graphviz_autograd.drawing.layout import lay_out
+from graphviz_autograd.views.page_fit import estimate_layout_seconds
 from graphviz_autograd.options import DrawOptions
 from graphviz_autograd.drawing.rendering import run_dot
+from graphviz_autograd.views.prepared import prepare
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE_LINE = re.compile(r"^\t+(\S+) -> (\S+)(?: \[(.*)\])?$", re.M)
@@ -231,7 +233,7 @@ def test_junction_ids_stay_clear_of_the_graph_s_own_ids():
 
 def test_the_fixed_layout_draws_each_read_without_junctions():
     graph = dense_block()
-    laid = lay_out(graph, layout="fixed")
+    laid = lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False))
     source = "digraph {\n" + "".join(laid.lines) + "}\n"
     assert laid.engine == "neato" and not junction_ids(source)
     assert reads_drawn(source) == reads_of(graph)
@@ -240,7 +242,7 @@ def test_the_fixed_layout_draws_each_read_without_junctions():
 
 
 def test_layout_auto_keeps_the_junctions_when_dot_is_chosen():
-    laid = lay_out(dense_block(), layout="auto")
+    laid = lay_out(prepare(dense_block(), layout="auto", depth="full", fold_repeated=False))
     assert laid.engine == "dot"
     assert junction_ids("".join(laid.lines))
 

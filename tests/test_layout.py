@@ -18,9 +18,11 @@ from graphviz_autograd import make_dot, render, to_dot, walk
 from graphviz_autograd.api import lay_out
 from graphviz_autograd.errors import OptionError
 from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, NO_GRAD, OP, OUTPUT, PARAMETER, AutogradGraph, Edge, Node
-from graphviz_autograd.drawing.layout import FOLD_LONGER_THAN, choose_layout, fixed_layout_lines, layered_positions
+from graphviz_autograd.drawing.layout import FOLD_LONGER_THAN, fixed_layout_lines, layered_positions
+from graphviz_autograd.views.page_fit import choose_layout
 from graphviz_autograd.views.page_fit import estimate_layout_seconds, rank_widths
 from graphviz_autograd.views.shown import DEFAULT_MAX_USES, split_shared_leaves
+from graphviz_autograd.views.prepared import prepare
 
 from .test_cli import invoke, needs_dot
 
@@ -243,7 +245,7 @@ def test_fixed_layout_draws_every_node_where_it_was_put(tmp_path):
 @needs_neato
 def test_fixed_layout_of_a_20k_node_chain_renders(tmp_path):
     graph = chain_graph(10_000)
-    laid_out = lay_out(graph, layout="fixed")
+    laid_out = lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False))
     assert laid_out.engine == "neato"
     source = "digraph {\n" + "".join(laid_out.lines) + "}\n"
     done = subprocess.run(["neato", "-n2", "-Tsvg"], input=source.encode(), capture_output=True, timeout=120)

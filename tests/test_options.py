@@ -10,6 +10,7 @@ import torch
 from graphviz_autograd import OptionError, make_dot, render, to_dot
 from graphviz_autograd.api import lay_out
 from graphviz_autograd.options import DrawOptions, draw_options
+from graphviz_autograd.views.prepared import prepare
 
 from .module_graphs import gpt2_like
 
@@ -27,7 +28,7 @@ def test_one_options_object_draws_what_the_keywords_draw():
     keywords = dict(direction="LR", show_shapes=True, legend=True, clusters=False)
     assert to_dot(graph, options) == to_dot(graph, **keywords) == make_dot(graph, **keywords).source
     assert to_dot(graph, options, direction="TB") == to_dot(graph, **dict(keywords, direction="TB"))
-    assert lay_out(graph, options).lines == lay_out(graph, **keywords).lines
+    assert lay_out(prepare(graph, options)).lines == lay_out(prepare(graph, **keywords)).lines
 
 
 @pytest.mark.parametrize(

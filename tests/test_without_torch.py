@@ -18,6 +18,7 @@ from graphviz_autograd.drawing.dot_writer import to_dot
 from graphviz_autograd.drawing.layout import lay_out
 from graphviz_autograd.drawing.rendering import render_source
 from graphviz_autograd.testing.structure import structure_text
+from graphviz_autograd.views.prepared import prepare
 
 from .module_graphs import gpt2_like
 from .test_architecture import MODULES
@@ -44,7 +45,7 @@ def test_a_graph_built_by_hand_is_drawn_and_pinned():
     assert len(to_dot(graph)) < len(source)
     text = structure_text(graph)
     assert "AddmmBackward0" in text and "transformer.h.2" in text
-    fixed = lay_out(graph, layout="fixed", fold_repeated=False)
+    fixed = lay_out(prepare(graph, layout="fixed", depth="full", fold_repeated=False))
     assert fixed.engine == "neato" and any('pos="' in line for line in fixed.lines)
 
 

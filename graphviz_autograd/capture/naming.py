@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator, Union
 
 import torch
 
-from ..capture.attribute_names import unregistered_tensors
+from .attribute_names import unregistered_tensors
 from ..errors import InputTypeError
 
 # What ``params`` may be: a dict of name to tensor, a module, or (name, tensor) pairs.

@@ -52,8 +52,8 @@ from ..graph.autograd_graph import (
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
 )
-from ..capture.attribute_names import unregistered_tensors
-from ..capture.naming import layout_name, named_tensors
+from .attribute_names import unregistered_tensors
+from .naming import layout_name, named_tensors
 
 
 # (code, label text, module where the gradient was cut)

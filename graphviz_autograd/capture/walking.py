@@ -25,7 +25,7 @@ from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
 from ..errors import NoGraphError
-from ..capture.naming import Params, layout_name, named_tensors, parameter_names
+from .naming import Params, layout_name, named_tensors, parameter_names
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -43,7 +43,7 @@ from ..graph.autograd_graph import (
 )
 
 if TYPE_CHECKING:
-    from ..capture.recording import Recorder
+    from .recording import Recorder
 
 
 # The rest of an edge (Edge[2:]) for each kind without a shape: shared by every such edge.

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 
 from ..errors import CheckFailedError, InputTypeError, OptionError
-from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph
-from ..graph.style import ERROR, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
+from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph
+from ..graph.style import ERROR, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from ..capture.recording import Recorder
 from ..capture.attribute_names import unregistered_tensors
 from ..capture.naming import Params, named_tensors, parameter_names
 from ..capture.walking import walk
+from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
 
 
 # Finding codes.
@@ -725,27 +726,17 @@ def _gradient_findings(
 def saved_bytes_by_module(graph: AutogradGraph) -> dict[str, tuple[int, int, tuple[str, ...]]]:
     """Bytes of tensors saved for backward per module: (bytes, tensors, ids of the ops that saved them).
 
-    Counts each saved tensor once, for the first op that saved it; leaves out
-    parameters, buffers and inputs (they exist anyway) and tensors already freed.
-    Needs a graph walked with ``collect_saved=True``; ``''`` is the top level.
+    Counts what :func:`~graphviz_autograd.views.overlays.saved_bytes_by_op` counts,
+    grouped by the module of each op. Needs a graph walked with
+    ``collect_saved=True``; ``''`` is the top level.
     """
-    index = _GraphIndex(graph)
+    sizes, _, tensors = saved_bytes_by_op(graph)
     modules: dict[str, dict[str, Any]] = {}
-    for node in graph.nodes:
-        if node.kind != SAVED or node.shape is None or node.dtype is None:
-            continue
-        if any(key == SAVED_TENSOR_OF for key, _ in node.attrs):
-            continue
-        size = _itemsize(node.dtype)
-        owner_id = index.saved_owner.get(node.id)
-        if size is None or owner_id is None:
-            continue
-        owner = graph.node(owner_id)
-        entry = modules.setdefault(owner.module, {"bytes": 0, "tensors": 0, "ops": []})
-        entry["bytes"] += math.prod(node.shape) * size
-        entry["tensors"] += 1
-        if owner_id not in entry["ops"]:
-            entry["ops"].append(owner_id)
+    for op_id, size in sizes.items():
+        entry = modules.setdefault(graph.node(op_id).module, {"bytes": 0, "tensors": 0, "ops": []})
+        entry["bytes"] += size
+        entry["tensors"] += tensors[op_id]
+        entry["ops"].append(op_id)
     return {path: (e["bytes"], e["tensors"], tuple(e["ops"])) for path, e in modules.items()}
 
 
@@ -809,11 +800,6 @@ def repeated_module_groups(
     return groups
 
 
-def _itemsize(dtype: str) -> Optional[int]:
-    value = getattr(torch, dtype, None)
-    return value.itemsize if isinstance(value, torch.dtype) else None
-
-
 def format_bytes(size: int) -> str:
     """'512 B', '1.5 KiB', '3.0 MiB'.
 
@@ -836,24 +822,20 @@ def _shape(shape: Optional[tuple[int, ...]]) -> str:
 
 # --- on the picture ----------------------------------------------------------------
 
-NodeStyles = dict[str, dict[str, str]]
-KeyItems = list[tuple[list[str], dict[str, str]]]
 # Lines of the note listing findings that point at no node (unused parameters).
 MAX_NOTE_LINES = 8
 
 
-def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
-    """Per-node attributes marking errors and warnings, and key entries explaining them.
+def finding_overlay(findings: Sequence[Finding]) -> Overlay:
+    """Errors and warnings as an overlay: each node the worst severity of what points at it,
+    the messages in its tooltip; a key counting findings per code, and notes of the
+    findings that point at no node and of the memory saved for backward.
 
-    A node gets the border of its most severe finding and the findings' messages
-    as its tooltip; info findings are not drawn, but for the memory saved for
-    backward (listed in a note). Findings that point at no node are listed in a note.
-
-    >>> styles, key = finding_styles([Finding("error", "grad_nonfinite", "w: NaN", ("n3",), "w")])
-    >>> styles["n3"]["color"], key[0][0]
-    ('red', ['error: grad nonfinite (1)'])
+    >>> overlay = finding_overlay([Finding("error", "grad_nonfinite", "w: NaN", ("n3",), "w")])
+    >>> overlay.tooltips["n3"], overlay.key[0][0]
+    ('w: NaN', ['error: grad nonfinite (1)'])
     """
-    styles: NodeStyles = {}
+    values: dict[str, float] = {}
     messages: dict[str, list[str]] = {}
     counts: dict[tuple[str, str], int] = {}
     loose: list[str] = []
@@ -866,15 +848,11 @@ def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
         counts[(finding.severity, finding.code)] = counts.get((finding.severity, finding.code), 0) + 1
         if not finding.nodes:
             loose.append(f"{finding.severity}: {finding.message}")
+        value = severity_value(finding.severity)
         for node_id in finding.nodes:
-            current = styles.get(node_id)
-            if current is None or SEVERITIES.index(finding.severity) < SEVERITIES.index(current["_severity"]):
-                styles[node_id] = {"_severity": finding.severity, **SEVERITY_STYLES[finding.severity]}
+            values[node_id] = max(values.get(node_id, value), value)
             messages.setdefault(node_id, []).append(finding.message)
-    for node_id, style in styles.items():
-        del style["_severity"]
-        style["tooltip"] = "\n".join(messages[node_id])
-    key: KeyItems = [
+    key: list[tuple[list[str], dict[str, str]]] = [
         ([f"{severity}: {code.replace('_', ' ')} ({count})"], dict(SEVERITY_STYLES[severity], style="filled", fillcolor="white"))
         for (severity, code), count in sorted(counts.items(), key=lambda i: (SEVERITIES.index(i[0][0]), CODES.index(i[0][1])))
     ]
@@ -885,65 +863,50 @@ def finding_styles(findings: Sequence[Finding]) -> tuple[NodeStyles, KeyItems]:
         key.append((["not in the graph:", *shown], {"shape": "note", "style": "filled", "fillcolor": "white"}))
     if memory:  # what decides activation memory: the top consumers (walks that collected saved tensors)
         key.append((["memory saved for backward:", *memory[:MAX_NOTE_LINES]], {"shape": "note", "style": "filled", "fillcolor": "white"}))
-    return styles, key
+    return Overlay(
+        "findings", "findings", values, rollup="max", scale="severity",
+        tooltips={node_id: "\n".join(lines) for node_id, lines in messages.items()}, key=tuple(key),
+    )
 
 
-def gradient_styles(graph: AutogradGraph, norms: Mapping[str, float]) -> tuple[NodeStyles, KeyItems]:
-    """Fill parameter and AccumulateGrad nodes by gradient norm (log scale), with a key of the scale.
+def gradient_overlay(graph: AutogradGraph, norms: Mapping[str, float]) -> Overlay:
+    """Gradient norms as an overlay on parameters and their AccumulateGrad (log scale).
 
     ``norms`` maps parameter names to norms, as :func:`gradient_norms` returns them:
-    zero and NaN/Inf get their own colours, a name without a norm stays as it is.
+    zero and NaN/Inf get their own colours, a name without a norm stays as it is; the
+    scale spans every norm given, drawn or not.
     """
     index = _GraphIndex(graph)
-    finite = [v for v in norms.values() if v > 0 and math.isfinite(v)]
-    low = math.floor(math.log10(min(finite))) if finite else 0
-    high = math.ceil(math.log10(max(finite))) if finite else 1
-    high = max(high, low + 1)
-    steps = len(GRADIENT_NORM_SCALE)
-    styles: NodeStyles = {}
-    used_bins: set[int] = set()
-    used_special: set[str] = set()
+    values: dict[str, float] = {}
+    tooltips: dict[str, str] = {}
     for name, node_id in index.parameter_nodes.items():
         norm = norms.get(name)
         if norm is None:
             continue
-        if math.isnan(norm) or math.isinf(norm):
-            style, special = GRADIENT_SPECIAL_STYLES["nonfinite"], "nonfinite"
-        elif norm == 0:
-            style, special = GRADIENT_SPECIAL_STYLES["zero"], "zero"
-        else:
-            step = min(steps - 1, int((math.log10(norm) - low) / (high - low) * steps))
-            style, special = GRADIENT_NORM_SCALE[step], None
-            used_bins.add(step)
-        if special:
-            used_special.add(special)
         for target in (node_id, index.accumulator.get(node_id)):
             if target:
-                styles[target] = dict(style, tooltip=f"{name}: gradient norm {norm:.3g}")
-    key: KeyItems = []
-    for step in sorted(used_bins):
-        lo = low + (high - low) * step / steps
-        hi = low + (high - low) * (step + 1) / steps
-        key.append(([f"grad norm {10 ** lo:.1e} - {10 ** hi:.1e}"], dict(GRADIENT_NORM_SCALE[step])))
-    for special, text in (("zero", "grad norm 0"), ("nonfinite", "grad NaN/Inf")):
-        if special in used_special:
-            key.append(([text], dict(GRADIENT_SPECIAL_STYLES[special])))
-    return styles, key
+                values[target] = norm
+                tooltips[target] = f"{name}: gradient norm {norm:.3g}"
+    return Overlay(
+        "grad_norm", "grad norm", values, rollup="max", scale="log", tooltips=tooltips,
+        nonfinite="grad NaN/Inf", domain=tuple(norms.values()),
+    )
 
 
-def merge_styles(*overlays: tuple[NodeStyles, KeyItems]) -> tuple[NodeStyles, KeyItems]:
-    """Several overlays as one: attributes of later overlays win, tooltips are joined, keys concatenated."""
-    styles: NodeStyles = {}
-    key: KeyItems = []
-    for node_styles, items in overlays:
-        for node_id, attrs in node_styles.items():
-            merged = styles.setdefault(node_id, {})
-            tooltip = merged.get("tooltip")
-            merged.update(attrs)
-            if tooltip and "tooltip" in attrs:
-                merged["tooltip"] = tooltip + "\n" + attrs["tooltip"]
-        key.extend(items)
-    return styles, key
+def given_overlays(
+    graph: AutogradGraph, params: Params, diagnose: Union[bool, Sequence[Finding], None], grad_colors: Params
+) -> list[Overlay]:
+    """The overlays ``make_dot``'s ``diagnose`` and ``grad_colors`` ask for: what :func:`check`
+    finds (``diagnose=True``, with ``params`` as the model) or the findings given, and the
+    gradient norms of ``grad_colors`` (the model or its named parameters)."""
+    overlays = []
+    if diagnose is True:
+        overlays.append(finding_overlay(examine(graph, params=params).findings))
+    elif diagnose is not False and diagnose is not None:
+        overlays.append(finding_overlay(list(diagnose)))
+    if grad_colors is not None:
+        overlays.append(gradient_overlay(graph, gradient_norms(grad_colors)))
+    return overlays
 
 
 __all__ = [
@@ -957,9 +920,10 @@ __all__ = [
     "check",
     "examine",
     "failing",
-    "finding_styles",
+    "finding_overlay",
+    "given_overlays",
+    "gradient_overlay",
     "gradient_norms",
-    "gradient_styles",
     "raise_on",
     "saved_bytes_by_module",
 ]

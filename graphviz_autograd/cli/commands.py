@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import click
 
@@ -31,7 +31,7 @@ from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
     from ..checks.diagnosis import Examination, Finding
-    from ..cli.model_file import LoadedModel, ModelSpec, Shape
+    from .model_file import LoadedModel, ModelSpec, Shape
     from ..options import DrawOptions
     from ..capture.recording import Recorder
 
@@ -251,7 +251,7 @@ def render(
       graphviz-autograd render models.py:build --format json -o - > graph.json
       graphviz-autograd render exported.pt2 -o exported.dot
     """
-    from ..cli.model_file import load_model, parse_model_spec
+    from .model_file import load_model, parse_model_spec
     from ..options import DrawOptions
     from ..capture.recording import record
 
@@ -363,7 +363,7 @@ def check_command(
     import torch
 
     from ..checks.diagnosis import failing
-    from ..cli.model_file import load_model, parse_model_spec
+    from .model_file import load_model, parse_model_spec
     from ..capture.recording import record
 
     progress = _Progress(quiet)
@@ -505,17 +505,15 @@ def _draw(
     """Walk the outputs; return JSON or DOT text (folded and collapsed as
     ``options.depth`` says, see ``page.fit_to_page``), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
     in the fixed layout, to draw when ``dot`` runs past its budget (else None)."""
-    from ..api import lay_out
-    from ..checks.diagnosis import finding_styles
+    from ..checks.diagnosis import finding_overlay
     from ..drawing.dot_writer import digraph
-    from ..drawing.layout import fixed_layout_source
-    from ..views.page_fit import fit_to_page, picture_notes
+    from ..drawing.layout import fixed_layout_source, lay_out
+    from ..views.prepared import prepare
     from ..capture.walking import walk
 
     progress("walking the autograd graph...")
     started = time.perf_counter()
-    node_styles: Optional[dict[str, dict[str, str]]] = None
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = ()
+    overlays = []
     with _model_named_in_errors(loaded):
         if diagnose:
             examination = _examine(
@@ -523,7 +521,7 @@ def _draw(
             )
             graph = examination.graph
             assert graph is not None
-            node_styles, notes = finding_styles(examination.findings)
+            overlays.append(finding_overlay(examination.findings))
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(
@@ -534,26 +532,21 @@ def _draw(
         return graph.to_json(), "dot", None
     if fmt == "dot" and options.layout == "auto":
         options = options.replace(layout="dot")  # a DOT file is not laid out here: nothing to decide
-    fitted = fit_to_page(graph, options)
-    if fitted.note:  # a decision made for the user: shown even with --quiet
-        click.echo(f"note: {fitted.note}", err=True)
-    elif fitted.depth is not None:
-        progress(f"collapsed to depth {fitted.depth}: {len(fitted.graph.nodes)} nodes")
-    graph = fitted.graph
-    if fitted.depth is not None:
-        node_styles = None  # the walked graph's ids: gone into boxes
-    notes = [*notes, *picture_notes(fitted)]
-    options = options.replace(compact=fitted.compact)
-    laid_out = lay_out(graph, options, node_styles=node_styles, notes=notes)
+    view = prepare(graph, options, overlays=overlays)
+    if view.note:  # a decision made for the user: shown even with --quiet
+        click.echo(f"note: {view.note}", err=True)
+    elif view.depth is not None:
+        progress(f"collapsed to depth {view.depth}: {len(view.graph.nodes)} nodes")
+    laid_out = lay_out(view)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
         click.echo(f"note: {laid_out.note}", err=True)
     source = digraph(laid_out.lines)
     if fmt != "dot":
         how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
-        progress(f"laying out {how} ({len(graph.nodes)} nodes)...")
+        progress(f"laying out {how} ({len(view.graph.nodes)} nodes)...")
     fixed_source = None
     if options.layout == "auto" and laid_out.engine == "dot" and fmt != "dot":
-        fixed_source = functools.partial(fixed_layout_source, graph, options, node_styles=node_styles, notes=notes)
+        fixed_source = functools.partial(fixed_layout_source, view)
     return source, laid_out.engine, fixed_source
 
 

@@ -19,7 +19,7 @@ import time
 from typing import Callable, NamedTuple, Optional
 
 from ..errors import LayoutTimeoutError
-from ..drawing.rendering import DEFAULT_TIMEOUT, check_timeout, run_dot
+from .rendering import DEFAULT_TIMEOUT, check_timeout, run_dot
 
 
 class Drawn(NamedTuple):

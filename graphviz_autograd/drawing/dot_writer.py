@@ -59,9 +59,11 @@ from ..graph.style import (
     STACKING_EDGE_ATTRS,
     resolve_theme,
 )
-from ..options import DrawOptions, draw_options
-from ..views.page_fit import COMPACT_RANKSEP, fit_to_page, picture_notes
-from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from ..options import DrawOptions
+from ..views.overlays import Overlay
+from ..views.page_fit import COMPACT_RANKSEP
+from ..views.prepared import View, prepare
+from .overlay_styles import overlay_styles
 
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
@@ -209,22 +211,24 @@ def attr_list(attrs: Mapping[str, str], quoted: Iterable[str] = ("label",)) -> s
     )
 
 
-def to_dot(graph: AutogradGraph, options: Optional[DrawOptions] = None, **changes: Any) -> str:
+def to_dot(
+    graph: AutogradGraph, options: Optional[DrawOptions] = None, *, overlays: Sequence[Overlay] = (), **changes: Any
+) -> str:
     """DOT source for ``graph``, drawn with ``options`` (a :class:`DrawOptions`) or the
     keyword options of ``make_dot`` (``show_attrs``, ``direction``, ``depth``...); the
     same bytes as ``make_dot(graph, ...).source`` with ``layout="dot"``, runs of identical
     blocks folded to one unless ``fold_repeated=False``, and a recorded graph too big
     for a page drawn as the largest module summary that fits, with a note (see
-    :func:`graphviz_autograd.views.page_fit.fit_to_page`)."""
-    options = draw_options(options, **changes)
-    fitted = fit_to_page(graph, options)
+    :func:`graphviz_autograd.views.prepared.prepare`)."""
+    return dot_source(prepare(graph, options, overlays=overlays, **changes))
+
+
+def dot_source(view: View) -> str:
+    """The whole DOT source of ``view``, as Graphviz ``dot`` lays it out."""
     # One join over every piece: ``head + body + tail`` would copy a big graph's
     # text (hundreds of MB for a million ops) twice more.
     text = ""
-    if fitted.compact != options.compact:
-        options = options.replace(compact=fitted.compact)
-    pieces = _body_pieces(fitted.graph, options, _JOIN_EVERY, True, notes=picture_notes(fitted))
-    for piece in pieces:
+    for piece in _body_pieces(view, _JOIN_EVERY, True):
         # Grown in place: CPython extends a str that nothing else refers to, so the
         # whole text and all its pieces are never held at once (a million-op chain's
         # DOT is 460 MB; a join of its pieces would hold twice that).
@@ -241,62 +245,47 @@ def digraph(lines: list[str]) -> str:
     return "".join(["digraph {\n", *lines, "}\n"])
 
 
-def body_lines(
-    graph: AutogradGraph,
-    options: Optional[DrawOptions] = None,
-    *,
-    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-) -> list[str]:
-    """The statements between ``digraph {`` and ``}``, one line each, drawn with ``options``.
+def body_lines(view: View, *, junctions: Optional[bool] = None) -> list[str]:
+    """The statements between ``digraph {`` and ``}`` of ``view``, one line each.
 
     Of the options: ``show_attrs`` lists each op's saved values in its box,
     ``show_saved`` draws the tensors ops saved for backward (both need a walk with
     ``collect_saved=True``). Labels longer than ``max_attr_chars`` are cut.
-    ``show_no_grad=False`` hides the dashed inputs that carry no gradient.
     ``show_device`` adds each tensor's device. ``theme`` overrides colours per node
     kind; ``legend`` adds a key. ``clusters`` draws each module of a recorded graph
     as a box around the nodes its forward made (a graph without module info is
     drawn as without it). ``show_shapes`` writes the shape of the tensor along each
-    data edge that knows it. ``split_shared`` draws a parameter used more than a few
-    times once per use (see :func:`graphviz_autograd.views.shown.split_shared_leaves`).
-    ``junctions`` draws an output read by many ops far below it as a trunk with a
-    branch to each (see :mod:`graphviz_autograd.views.junctions`).
-    ``depth`` and the layout options are not read here: the caller collapses and lays out.
-    Every node has a tooltip (shown in SVG) saying what its short label leaves out.
-
-    ``node_styles`` lays extra attributes over single nodes (node id -> attributes,
-    e.g. a border for a finding; a ``tooltip`` there goes first in the node's), and
-    ``notes`` draws boxes (text lines, attributes) in a cluster of their own that
-    explains them.
+    data edge that knows it. ``junctions`` (the option, or the argument when given)
+    draws an output read by many ops far below it as a trunk with a branch to each
+    (see :mod:`graphviz_autograd.views.junctions`).
+    What is drawn (page fit, split, hidden kinds, overlays) the view decided.
+    Every node has a tooltip (shown in SVG) saying what its short label leaves out;
+    the view's overlays colour nodes and add their keys, and its notes draw boxes
+    in a cluster of their own that explains them.
     """
-    return list(_body_pieces(graph, options, node_styles=node_styles, notes=notes))
+    return list(_body_pieces(view, junctions=junctions))
 
 
 def _body_pieces(
-    graph: AutogradGraph,
-    options: Optional[DrawOptions],
-    join_every: int = 0,
-    braces: bool = False,
-    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
+    view: View, join_every: int = 0, braces: bool = False, junctions: Optional[bool] = None
 ) -> Iterator[str]:
     """The pieces of :func:`body_lines`, made as they are read: with ``join_every``,
     each run of that many node or edge lines comes as one piece."""
-    options = options if options is not None else draw_options()
+    options = view.options
+    shown = view.graph
     theme, show_shapes, clusters = options.theme, options.show_shapes, options.clusters
     styles = resolve_theme(theme)
     styles_key = _DEFAULT_STYLES_KEY if theme is None else _frozen(styles)
-    if options.split_shared:
-        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    shown = shown_graph(graph, options.show_no_grad, options.show_saved)
+    node_styles, key = overlay_styles(view.overlays)
+    notes = [*key, *view.notes]
     writer = _Writer(
-        shown, styles, max(options.max_attr_chars, 4), options.show_attrs, options.show_device, node_styles, styles_key
+        shown, styles, max(options.max_attr_chars, 4), options.show_attrs, options.show_device, node_styles or None,
+        styles_key,
     )
 
     if braces:  # to_dot's whole graph
         yield "digraph {\n"
-    yield from _header_lines(options.direction, options.compact)
+    yield from _header_lines(options.direction, view.compact)
     raw = writer.raw_columns
     tail = []
     if options.legend:
@@ -309,21 +298,22 @@ def _body_pieces(
     run_length = join_every
     in_runs = run_length > 0
     columns = writer.columns
-    rerouted = plan_junctions(len(writer.ids), columns.links, reads=shown.source_reads()) if options.junctions else None
-    junctions = _junction_lines(columns, rerouted) if rerouted is not None else []
-    if clusters and graph.modules:
-        yield from _cluster_lines(columns, graph.modules, writer, options.compact, rerouted, junctions)
+    with_junctions = options.junctions if junctions is None else junctions
+    rerouted = plan_junctions(len(writer.ids), columns.links, reads=shown.source_reads()) if with_junctions else None
+    junction_lines = _junction_lines(columns, rerouted) if rerouted is not None else []
+    if clusters and shown.modules:
+        yield from _cluster_lines(columns, shown.modules, writer, view.compact, rerouted, junction_lines)
     elif in_runs:
         # to_dot: each run of lines joined as soon as written, so that a million-node
         # graph never holds millions of line strings at once.
         count = len(columns.contents)
         yield from ("".join(writer.node_lines(range(i, min(i + run_length, count)))) for i in range(0, count, run_length))
-        yield from (line for _, line in junctions)
+        yield from (line for _, line in junction_lines)
     else:
         yield from writer.node_lines(range(len(columns.contents)))
-        yield from (line for _, line in junctions)
+        yield from (line for _, line in junction_lines)
     if rerouted is not None:
-        columns = Columns(writer.ids + [junction_id for junction_id, _ in junctions], columns.contents, rerouted.links)
+        columns = Columns(writer.ids + [junction_id for junction_id, _ in junction_lines], columns.contents, rerouted.links)
     if in_runs:
         count = len(columns.links)
         yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))

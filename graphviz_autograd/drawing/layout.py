@@ -24,57 +24,24 @@ from __future__ import annotations
 import functools
 import math
 from bisect import bisect_left
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import OptionError
 from ..graph.autograd_graph import (
     NODE_KINDS,
     AutogradGraph,
     ModuleInfo,
     Node,
 )
-from ..drawing.dot_writer import attr_list, body_lines, cluster_title, digraph, quote, tooltip_value
-from ..options import DEFAULT_LAYOUT_BUDGET, DrawOptions, check_layout, draw_options
-from ..views.page_fit import estimate_layout_seconds, flow_pairs, node_size
+from .dot_writer import attr_list, body_lines, cluster_title, digraph, quote, tooltip_value
+from ..views.page_fit import flow_pairs, node_size
+from ..views.prepared import View
 from ..views.stacking import longest_path_ranks, stacking_edges
 from ..graph.style import CLUSTER_ATTRS, check_direction
-from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 Position = Tuple[float, float]
 
 
 # --- dot or the fixed layout -----------------------------------------------------------
-
-
-def choose_layout(
-    graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET, junctions: bool = True
-) -> Tuple[str, str]:
-    """How to lay out ``graph`` (as drawn, with junctions unless ``junctions`` is False):
-    ``("dot" or "fixed", note)``.
-
-    The one place that decides. ``layout="dot"`` and ``"fixed"`` are taken as
-    asked; ``"auto"`` picks ``dot`` unless :func:`estimate_layout_seconds` is over
-    ``budget`` seconds, and then the fixed layered layout, with a one-line
-    ``note`` saying so (empty otherwise) for the caller to show.
-
-    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
-    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()))
-    ('dot', '')
-    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()), budget=0.01)[0]
-    'fixed'
-    """
-    check_layout(layout)
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
-        raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
-    if layout != "auto":
-        return layout, ""
-    estimate = estimate_layout_seconds(graph, junctions)
-    if estimate <= budget:
-        return "dot", ""
-    return "fixed", (
-        f"Graphviz dot would take about {estimate:,.0f} s to lay out this graph of {len(graph.nodes):,} nodes "
-        f"(budget {budget:g} s); drawing it with the fixed layered layout instead (layout='dot' to wait for dot)."
-    )
 
 
 # --- our own layered layout ------------------------------------------------------------
@@ -895,51 +862,30 @@ class LaidOut(NamedTuple):
     note: str
 
 
-def lay_out(
-    graph: AutogradGraph,
-    options: Optional[DrawOptions] = None,
-    *,
-    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-    **changes: Any,
-) -> LaidOut:
-    """The DOT body of ``graph`` drawn with ``options`` (or the keyword options of
-    ``make_dot``), laid out as ``options.layout`` says; ``depth`` is not applied here.
-
-    :func:`graphviz_autograd.drawing.layout.choose_layout` decides; with the fixed layout,
-    the lines pin every node and ``engine`` is ``"neato"``.
+def lay_out(view: View) -> LaidOut:
+    """The DOT body of ``view``, laid out as the view decided (``view.layout``): for
+    ``dot``, the lines :func:`~graphviz_autograd.drawing.dot_writer.body_lines` writes;
+    for the fixed layout, the same lines without junctions (every read is a straight
+    edge there, at no cost for long ones) and every node pinned, drawn by ``neato``.
 
     >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
-    >>> laid = lay_out(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed")
+    >>> from graphviz_autograd.views.prepared import prepare
+    >>> laid = lay_out(prepare(AutogradGraph((Node("n0", "op", "A"),), ()), layout="fixed"))
     >>> laid.engine, laid.lines[-1]
     ('neato', '\\tn0 [pos="0,9.5!"]\\n')
     """
-    options = draw_options(options, **changes)
-    # Split once here: the fixed layout places the same copies the DOT draws.
-    if options.split_shared:
-        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    options = options.replace(split_shared=False)
-    if options.layout == "dot":
-        return LaidOut(body_lines(graph, options, node_styles=node_styles, notes=notes), "dot", "")
-    drawn = shown_graph(graph, options.show_no_grad, options.show_saved)
-    chosen, note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)
-    if chosen == "dot":
-        return LaidOut(body_lines(graph, options, node_styles=node_styles, notes=notes), "dot", note)
-    # The fixed layout draws each read as a straight edge, at no cost for long
-    # ones: junctions, which are for dot, are left out (they have no place there).
-    lines = body_lines(graph, options.replace(junctions=False), node_styles=node_styles, notes=notes)
-    legend_kinds = {n.kind for n in drawn.nodes} if options.legend else ()
-    lines.extend(fixed_layout_lines(drawn, options.direction, legend_kinds, options.clusters))
-    return LaidOut(lines, "neato", note)
+    if view.layout == "dot":
+        return LaidOut(body_lines(view), "dot", view.layout_note)
+    options = view.options
+    lines = body_lines(view, junctions=False)
+    legend_kinds = {n.kind for n in view.graph.nodes} if options.legend else ()
+    lines.extend(fixed_layout_lines(view.graph, options.direction, legend_kinds, options.clusters))
+    return LaidOut(lines, "neato", view.layout_note)
 
 
-def fixed_layout_source(
-    graph: AutogradGraph,
-    options: DrawOptions,
-    *,
-    node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-    notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-) -> str:
-    """``graph`` as a whole DOT graph in the fixed layout, every node pinned, for ``neato -n2``:
+def fixed_layout_source(view: View) -> str:
+    """``view`` as a whole DOT graph in the fixed layout, every node pinned, for ``neato -n2``:
     what is drawn instead when ``dot`` runs past its budget."""
-    return digraph(lay_out(graph, options, node_styles=node_styles, notes=notes, layout="fixed").lines)
+    if view.layout != "fixed":
+        view = view._replace(layout="fixed", layout_note="")
+    return digraph(lay_out(view).lines)

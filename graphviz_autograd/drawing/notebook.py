@@ -19,15 +19,15 @@ as plain data, and shows itself so:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Optional
 
 import graphviz
 
-from ..drawing.budget import draw_within_budget
+from .budget import draw_within_budget
 from ..graph.autograd_graph import AutogradGraph
-from ..drawing.layout import fixed_layout_source, lay_out
+from .layout import fixed_layout_source, lay_out
 from ..options import FIT, DrawOptions
-from ..views.page_fit import fit_to_page, picture_notes
+from ..views.prepared import View, note_boxes
 
 # Bytes of SVG past which a drawing is not put into a notebook: a browser slows down
 # on a page holding tens of thousands of SVG elements, and the notebook file keeps
@@ -39,43 +39,41 @@ SVG_BYTES_PER_NODE = 900
 
 
 class AutogradDigraph(graphviz.Digraph):
-    """A ``graphviz.Digraph`` of a backward graph that remembers the graph it draws.
+    """A ``graphviz.Digraph`` of a backward graph that remembers the view it draws.
 
-    ``drawn`` is the graph as drawn (after any collapse), ``options`` the options
-    it was written with (``options.layout_budget`` is the seconds ``dot`` may take
-    when the graph is shown), ``node_styles`` and ``notes`` what was drawn over it.
+    ``view`` is the prepared view (:class:`~graphviz_autograd.views.prepared.View`)
+    the source was written from: ``drawn`` is its graph as drawn, ``options`` its
+    options (``options.layout_budget`` is the seconds ``dot`` may take when the
+    graph is shown).
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        drawn: Optional[AutogradGraph] = None,
-        options: Optional[DrawOptions] = None,
-        node_styles: Optional[Mapping[str, Mapping[str, str]]] = None,
-        notes: Sequence[tuple[Sequence[str], Mapping[str, str]]] = (),
-        **kwargs: Any,
-    ):
+    def __init__(self, *args: Any, view: Optional[View] = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.drawn = drawn
-        self.options = options if options is not None else DrawOptions()
-        self.node_styles = node_styles
-        self.notes = notes
+        self.view = view
         self._shown: Optional[tuple[str, Optional[str], str]] = None  # (source, svg or None, message)
+
+    @property
+    def drawn(self) -> Optional[AutogradGraph]:
+        """The graph as drawn (folded, collapsed, split), or None for a digraph made by hand."""
+        return self.view.graph if self.view is not None else None
+
+    @property
+    def options(self) -> DrawOptions:
+        return self.view.options if self.view is not None else DrawOptions()
 
     def copy(self) -> "AutogradDigraph":
         copied = super().copy()
-        copied.drawn, copied.options = self.drawn, self.options
-        copied.node_styles, copied.notes = self.node_styles, self.notes
+        copied.view = self.view
         return copied
 
     def fixed_source(self) -> str:
         """The same graph as DOT that pins every node (the fixed layout), drawn by ``neato -n2``."""
-        assert self.drawn is not None
-        return fixed_layout_source(self.drawn, self.options, node_styles=self.node_styles, notes=self.notes)
+        assert self.view is not None
+        return fixed_layout_source(self.view)
 
     def draw(self, fmt: str = "svg", timeout: Optional[float] = None) -> tuple[bytes, str]:
         """``(bytes, note)`` of the drawing in ``fmt``; ``dot`` stops after the layout budget."""
-        fixed = self.fixed_source if self.drawn is not None else None
+        fixed = self.fixed_source if self.view is not None else None
         drawn = draw_within_budget(
             self.source, fmt, engine=self.engine, budget=self.options.layout_budget, fixed_source=fixed, timeout=timeout
         )
@@ -129,17 +127,15 @@ class AutogradDigraph(graphviz.Digraph):
             f"(over {INLINE_SVG_LIMIT / 1e6:g} MB of SVG)"
         )
         to_file = "graphviz_autograd.render(..., 'graph.svg') or .render() draws all of it to a file"
-        if graph is None or not graph.modules:
+        if self.view is None or not self.view.source.modules:
             return None, f"{too_big}; {to_file}."
-        fitted = fit_to_page(graph, self.options.replace(depth=FIT, compact=False))
+        fitted = self.view.again(depth=FIT, layout="auto")
         if fitted.depth is None:
             return None, f"{too_big}; {to_file}."
         message = f"{too_big}. {fitted.note}"
-        options = self.options.replace(layout="auto", depth=fitted.depth, compact=fitted.compact)
-        notes = picture_notes(fitted._replace(note=message))
-        shown = AutogradDigraph(engine="dot", drawn=fitted.graph, options=options, notes=notes)
-        laid_out = lay_out(fitted.graph, options, notes=notes)
-        shown.engine = laid_out.engine
+        view = fitted._replace(note=message, notes=tuple(note_boxes(message)))
+        laid_out = lay_out(view)
+        shown = AutogradDigraph(engine=laid_out.engine, view=view)
         shown.body = laid_out.lines
         data, _ = shown.draw("svg")
         return data.decode("utf-8"), message

@@ -352,6 +352,25 @@ def cut_location(node: Node) -> str:
     return node.module
 
 
+# Bytes per element of each dtype as the walk names it (torch's names without "torch.").
+ITEMSIZES = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
+    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1,
+    "complex128": 16, "complex64": 8, "complex32": 4,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1,
+    "bool": 1, "qint8": 1, "quint8": 1, "qint32": 4,
+}
+
+
+def dtype_itemsize(dtype: str) -> int:
+    """Bytes per element of ``dtype`` (``"float32"``: 4); 0 when unknown.
+
+    >>> dtype_itemsize("bfloat16"), dtype_itemsize("no such dtype")
+    (2, 0)
+    """
+    return ITEMSIZES.get(dtype, 0)
+
+
 def numbered_ids(count: int) -> list[str]:
     """``['n0', 'n1', ...]``: the ids of a walk's nodes, in order.
 

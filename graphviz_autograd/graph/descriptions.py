@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Iterable, Optional, Sequence
 
-from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
+from .autograd_graph import ACCUMULATE_GRAD, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
 
 # What common ops do, by the base name their backward node is named after.
 OP_MEANINGS = {

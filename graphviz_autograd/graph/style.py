@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal, Mapping, Optional, Union
 
 from ..errors import OptionError
-from ..graph.autograd_graph import (
+from .autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
     DATA,

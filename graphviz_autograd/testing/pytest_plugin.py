@@ -363,7 +363,7 @@ def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
     """The structure text of the graph ``make_dot(outputs, params, **options)`` would draw."""
     from ..views.collapsing import collapse
     from ..graph.autograd_graph import AutogradGraph
-    from ..testing.structure import structure_text
+    from .structure import structure_text
     from ..capture.walking import walk
 
     show_attrs = bool(options.get("show_attrs", False))
@@ -393,7 +393,7 @@ def _structure(outputs: Any, params: Any, options: Mapping[str, Any]) -> str:
 
 def _format_note(expected: str, obtained: str) -> str:
     """A line when the golden file was written in another version of the structure format."""
-    from ..testing.structure import HEADER
+    from .structure import HEADER
 
     prefix = HEADER.rsplit(" ", 1)[0]
     first = expected.split("\n", 1)[0].rstrip("\r")
@@ -430,7 +430,7 @@ def structure_summary(expected: str, obtained: str) -> str:
     Parameters: +fc.bias (2, 2).
     Edges: 1 -> 2.
     """
-    from ..testing.structure import node_lines
+    from .structure import node_lines
 
     counts = []
     for text in (expected, obtained):
@@ -735,4 +735,4 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 # --- asserting that a model learns (its own module) --------------------------------
 
-from ..testing.pytest_checks import autograd_check  # noqa: E402,F401  (a fixture: pytest finds it here)
+from .pytest_checks import autograd_check  # noqa: E402,F401  (a fixture: pytest finds it here)

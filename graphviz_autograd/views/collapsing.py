@@ -59,6 +59,13 @@ def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> Au
     >>> collapse(g, 0).nodes[0].label, collapse(g, 1).nodes[0].label
     ('a', 'a.b')
     """
+    return collapse_with_ids(graph, depth, fold_repeated)[0]
+
+
+def collapse_with_ids(
+    graph: AutogradGraph, depth: int, fold_repeated: bool = True
+) -> tuple[AutogradGraph, dict[str, str]]:
+    """What :func:`collapse` returns, and the id each node of ``graph`` has in it (its box's, or its own new id)."""
     check_depth(depth)
     if not isinstance(fold_repeated, bool):
         raise OptionError(f"fold_repeated must be True or False; got {fold_repeated!r}.")
@@ -103,12 +110,13 @@ def collapse(graph: AutogradGraph, depth: int, fold_repeated: bool = True) -> Au
         nodes[index] = _box_node(box_id[path], [tree.info[p] for p in sorted(group[path], key=tree.order.__getitem__)],
                                  members, tree)
 
-    return AutogradGraph(
+    collapsed = AutogradGraph(
         nodes=tuple(nodes),  # type: ignore[arg-type]
         edges=_edges(graph.edges, new_id),
         params_given=graph.params_given,
         modules=graph.modules,
     )
+    return collapsed, new_id
 
 
 class _ModuleTree:
@@ -304,8 +312,14 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
     >>> [m.type_name for m in small.modules if m.path == "h.0"]
     ['Block ×3: h.0 … h.2']
     """
+    return fold_with_stand_ins(graph, depth)[0]
+
+
+def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tuple[AutogradGraph, dict[str, str]]:
+    """What :func:`fold_to_representative` returns, and for each node that went, the node of the
+    first block that stands for it."""
     if not graph.modules:
-        return graph
+        return graph, {}
     tree = _ModuleTree(graph.modules)
     under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
     for node in graph.nodes:
@@ -353,7 +367,7 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
             titles[first] = f"{tree.info[first].type_name} ×{len(run)}: {_short(first, parent)}{ELLIPSIS}{_short(run[-1], parent)}"
             pending.append(first)
     if not stand_in:
-        return graph
+        return graph, stand_in
     # An input from outside the run that feeds only blocks that go (a buffer read by
     # every layer, one dashed box per read) goes with them: the first block has its own.
     fed = Counter(e[1] for e in graph.edges)
@@ -378,7 +392,7 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
         if key not in edges:
             edges[key] = new
     modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
-    return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
+    return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules), stand_in
 
 
 def _targets(edges: tuple[Edge, ...]) -> dict[str, set]:

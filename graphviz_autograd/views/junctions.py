@@ -42,7 +42,7 @@ from collections import Counter
 from operator import itemgetter
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..views.stacking import longest_path_ranks
+from .stacking import longest_path_ranks
 from ..graph.style import JOIN_OF, TRUNK_OF
 
 # Long reads of one output (of one edge kind) from which they go through junctions.

@@ -22,17 +22,17 @@ True
 
 from __future__ import annotations
 
-import textwrap
-from typing import Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
 
-from ..views.collapsing import collapse, fold_to_representative
+from .collapsing import collapse_with_ids, fold_with_stand_ins
 from ..graph.descriptions import module_label_lines
 from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
-from ..options import FIT, DrawOptions, draw_options
-from ..views.junctions import plan_junctions
-from ..views.stacking import longest_path_ranks
+from ..errors import OptionError
+from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
+from .junctions import plan_junctions
+from .stacking import longest_path_ranks
 from ..graph.style import GRAPH_ATTRS
-from ..views.shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
 
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
@@ -148,7 +148,7 @@ NODE_PADDING = 16.0
 PAGE_LONG_SIDE = 3000.0
 PAGE_NODES = 200
 # Graphviz's gap between ranks (inches): its default, and the closer one a graph too
-# tall for a page at the default is drawn with (``DrawOptions.compact``). Much closer
+# tall for a page at the default is drawn with (``View.compact``). Much closer
 # and the arrowheads (10 points long) fill the gaps.
 RANKSEP = 0.5
 COMPACT_RANKSEP = 0.2
@@ -165,20 +165,27 @@ MARGIN = 25.0
 # --- the graph a drawing shows ---------------------------------------------------------
 
 
-# How the note of a summary is drawn in the picture (see picture_notes).
-NOTE_ATTRS = {"shape": "note"}
-NOTE_WIDTH = 80  # characters a line of it holds
-
-
 class Fitted(NamedTuple):
     """What to draw: the graph (folded, collapsed), the depth it was collapsed to (None:
-    not collapsed), whether its ranks are set closer (``DrawOptions.compact``), and a
-    note for the user ('' when nothing was left out)."""
+    not collapsed), whether its ranks are set closer, and a note for the user ('' when
+    nothing was left out). ``stand_ins`` (a folded node's id -> the id of the node of the
+    first block that stands for it) and ``box_ids`` (the folded graph's ids -> the
+    collapsed graph's, None when not collapsed) say where each walked node went."""
 
     graph: AutogradGraph
     depth: Optional[int]
     compact: bool
     note: str
+    stand_ins: Mapping[str, str] = {}
+    box_ids: Optional[Mapping[str, str]] = None
+
+    def origin(self, walked: AutogradGraph) -> Optional[dict[str, Optional[str]]]:
+        """Each node id of ``walked`` (the graph that was fitted) -> the id of the node drawn
+        for it (None: not drawn); None when every node is drawn as itself."""
+        if self.box_ids is None:
+            return dict(self.stand_ins) if self.stand_ins else None
+        stand_ins, box_ids = self.stand_ins, self.box_ids
+        return {n.id: box_ids.get(stand_ins.get(n.id, n.id)) for n in walked.nodes}
 
 
 def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **changes: object) -> Fitted:
@@ -212,47 +219,51 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     depth = options.depth
     asked = depth if isinstance(depth, int) else None
     whole = graph
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, asked)
-    if asked is not None:
-        graph = collapse(graph, asked, options.fold_repeated)
+    graph, stand_ins, box_ids = _summary(whole, asked, options.fold_repeated)
     submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
     if not graph.modules:  # drawn as torchviz draws it, byte for byte; its nodes never built
-        return Fitted(graph, asked, options.compact, "")
+        return Fitted(graph, asked, False, "", stand_ins, box_ids)
     if depth != FIT or not submodules:
-        return Fitted(graph, asked, _compact(graph, options), "")
-    drawn = _as_drawn(graph, options)
+        return Fitted(graph, asked, _compact(graph, options), "", stand_ins, box_ids)
+    drawn = as_drawn(graph, options)
     compact = _page_spacing(drawn, options)
     if compact is not None:
-        return Fitted(graph, None, compact, "")
+        return Fitted(graph, None, compact, "", stand_ins, box_ids)
     reason = _why_not(drawn, options)
     deepest = max(path.count(".") for path in submodules)
     smallest = None
     for level in range(deepest, -1, -1):
-        folded = fold_to_representative(whole, level) if options.fold_repeated else whole
-        summary = collapse(folded, level, options.fold_repeated)
-        if len(summary.nodes) >= len(graph.nodes):
+        summary = _summary(whole, level, options.fold_repeated)
+        if len(summary[0].nodes) >= len(graph.nodes):
             continue  # collapses nothing
         smallest = summary
-        compact = _page_spacing(_as_drawn(summary, options), options)
+        compact = _page_spacing(as_drawn(summary[0], options), options)
         if compact is not None:
-            return Fitted(summary, level, compact, _summary_note(whole, graph, summary, level, reason, fits=True))
+            note = _summary_note(whole, graph, summary[0], level, reason, fits=True)
+            return Fitted(summary[0], level, compact, note, summary[1], summary[2])
     if smallest is None:
-        return Fitted(graph, None, _compact(graph, options), "")
-    return Fitted(smallest, 0, _compact(smallest, options), _summary_note(whole, graph, smallest, 0, reason, fits=False))
+        return Fitted(graph, None, _compact(graph, options), "", stand_ins, box_ids)
+    note = _summary_note(whole, graph, smallest[0], 0, reason, fits=False)
+    return Fitted(smallest[0], 0, _compact(smallest[0], options), note, smallest[1], smallest[2])
 
 
-def picture_notes(fitted: Fitted) -> List[Tuple[List[str], dict]]:
-    """The note of ``fitted`` as a box for ``body_lines(notes=...)`` (none when it has none), in short lines.
+def _summary(
+    graph: AutogradGraph, depth: Optional[int], fold_repeated: bool
+) -> tuple[AutogradGraph, dict[str, str], Optional[dict[str, str]]]:
+    """``graph`` folded (runs of alike blocks drawn once) and collapsed to ``depth`` (None: not
+    collapsed), with the stand-ins of the fold and the ids of the collapse."""
+    stand_ins: dict[str, str] = {}
+    if fold_repeated and graph.modules:
+        graph, stand_ins = fold_with_stand_ins(graph, depth)
+    if depth is None:
+        return graph, stand_ins, None
+    collapsed, box_ids = collapse_with_ids(graph, depth, fold_repeated)
+    return collapsed, stand_ins, box_ids
 
-    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph
-    >>> picture_notes(Fitted(AutogradGraph((), ()), None, False, ""))
-    []
-    """
-    return [(textwrap.wrap(fitted.note, NOTE_WIDTH), dict(NOTE_ATTRS))] if fitted.note else []
 
-
-def _as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
+def as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
+    """``graph`` as a picture draws it: shared parameters split per use (``split_shared``),
+    inputs without gradient and saved tensors left out unless shown."""
     if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
     return shown_graph(graph, options.show_no_grad, options.show_saved)
@@ -267,16 +278,14 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
         return None
     for compact in (False, True):
         if max(picture_size(drawn, options.direction, compact, options.clusters)) <= PAGE_LONG_SIDE:
-            return compact or options.compact
+            return compact
     return None
 
 
 def _compact(graph: AutogradGraph, options: DrawOptions) -> bool:
     """Whether a graph drawn as it is gets the closer gap between ranks: when it is too
     long for a page at Graphviz's own, or has more boxes than a page holds."""
-    if options.compact:
-        return True
-    drawn = _as_drawn(graph, options)
+    drawn = as_drawn(graph, options)
     if len(drawn.nodes) > PAGE_NODES:
         return True
     return max(picture_size(drawn, options.direction, False, options.clusters)) > PAGE_LONG_SIDE
@@ -443,3 +452,35 @@ def _label_lines(node: Node) -> List[str]:
     return lines
 
 
+# --- dot or the fixed layout -----------------------------------------------------------
+
+
+def choose_layout(
+    graph: AutogradGraph, layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET, junctions: bool = True
+) -> Tuple[str, str]:
+    """How to lay out ``graph`` (as drawn, with junctions unless ``junctions`` is False):
+    ``("dot" or "fixed", note)``.
+
+    The one place that decides. ``layout="dot"`` and ``"fixed"`` are taken as
+    asked; ``"auto"`` picks ``dot`` unless :func:`estimate_layout_seconds` is over
+    ``budget`` seconds, and then the fixed layered layout, with a one-line
+    ``note`` saying so (empty otherwise) for the caller to show.
+
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
+    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()))
+    ('dot', '')
+    >>> choose_layout(AutogradGraph((Node("n0", "op"),), ()), budget=0.01)[0]
+    'fixed'
+    """
+    check_layout(layout)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
+        raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
+    if layout != "auto":
+        return layout, ""
+    estimate = estimate_layout_seconds(graph, junctions)
+    if estimate <= budget:
+        return "dot", ""
+    return "fixed", (
+        f"Graphviz dot would take about {estimate:,.0f} s to lay out this graph of {len(graph.nodes):,} nodes "
+        f"(budget {budget:g} s); drawing it with the fixed layered layout instead (layout='dot' to wait for dot)."
+    )

@@ -1,0 +1,99 @@
+"""Overlays as Graphviz attributes: the static drawing's renderer of
+:class:`~graphviz_autograd.views.overlays.Overlay` (the explorer's is its page script).
+
+A ``severity`` overlay draws a thick border in the colour of the worst severity on a
+node (errors red, warnings orange) with the messages in its tooltip; a ``log``
+overlay fills each node by the power of ten of its value, on the scale of
+``style.GRADIENT_NORM_SCALE``, zero and NaN/Inf in colours of their own, with a key of
+the steps used. Several overlays merge: later attributes win, tooltips are joined,
+keys follow one another.
+
+>>> from graphviz_autograd.views.overlays import Overlay
+>>> styles, key = overlay_styles([Overlay("grad_norm", "grad norm", {"n1": 0.5, "n2": 0.0}, rollup="max")])
+>>> styles["n2"]["fillcolor"], key[-1][0]
+('white', ['grad norm 0'])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional
+
+from ..graph.style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from ..views.overlays import KeyItem, Overlay, severity_of
+
+NodeStyles = dict[str, dict[str, str]]
+
+
+def overlay_styles(overlays: Iterable[Overlay]) -> tuple[NodeStyles, list[KeyItem]]:
+    """Per-node attributes and key boxes of ``overlays`` (each keyed by the ids drawn)."""
+    styles: NodeStyles = {}
+    key: list[KeyItem] = []
+    for overlay in overlays:
+        node_styles, items = _severity_styles(overlay) if overlay.scale == "severity" else _log_styles(overlay)
+        for node_id, attrs in node_styles.items():
+            merged = styles.setdefault(node_id, {})
+            tooltip = merged.get("tooltip")
+            merged.update(attrs)
+            if tooltip and "tooltip" in attrs:
+                merged["tooltip"] = tooltip + "\n" + attrs["tooltip"]
+        key.extend(items)
+        key.extend((list(lines), dict(attrs)) for lines, attrs in overlay.key)
+    return styles, key
+
+
+def _severity_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
+    styles: NodeStyles = {}
+    for node_id, value in overlay.values.items():
+        severity = severity_of(value)
+        if severity not in SEVERITY_STYLES:
+            continue
+        styles[node_id] = dict(SEVERITY_STYLES[severity])
+        tooltip = overlay.tooltips.get(node_id)
+        if tooltip:
+            styles[node_id]["tooltip"] = tooltip
+    return styles, []  # the counts per finding code come with the overlay's own key
+
+
+def _log_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
+    values = overlay.values
+    low, high = _log_domain(overlay)
+    steps = len(GRADIENT_NORM_SCALE)
+    styles: NodeStyles = {}
+    used_steps: set[int] = set()
+    used_special: set[str] = set()
+    for node_id, value in values.items():
+        if math.isnan(value) or math.isinf(value):
+            style, special = GRADIENT_SPECIAL_STYLES["nonfinite"], "nonfinite"
+        elif value <= 0:
+            style, special = GRADIENT_SPECIAL_STYLES["zero"], "zero"
+        else:
+            step = min(steps - 1, max(0, int((math.log10(value) - low) / (high - low) * steps)))
+            style, special = GRADIENT_NORM_SCALE[step], None
+            used_steps.add(step)
+        if special:
+            used_special.add(special)
+        tooltip = overlay.tooltips.get(node_id) or f"{overlay.title}: {overlay.value_text(value)}"
+        styles[node_id] = dict(style, tooltip=tooltip)
+    key: list[KeyItem] = []
+    for step in sorted(used_steps):
+        lo = 10 ** (low + (high - low) * step / steps)
+        hi = 10 ** (low + (high - low) * (step + 1) / steps)
+        key.append(([f"{overlay.title} {_key_number(lo, overlay)} - {_key_number(hi, overlay)}"], dict(GRADIENT_NORM_SCALE[step])))
+    if "zero" in used_special:
+        key.append(([f"{overlay.title} 0"], dict(GRADIENT_SPECIAL_STYLES["zero"])))
+    if "nonfinite" in used_special:
+        key.append(([overlay.nonfinite or f"{overlay.title} NaN/Inf"], dict(GRADIENT_SPECIAL_STYLES["nonfinite"])))
+    return styles, key
+
+
+def _log_domain(overlay: Overlay) -> tuple[int, int]:
+    """Whole powers of ten around the overlay's positive finite values (its ``domain`` when given)."""
+    finite = [v for v in (overlay.domain or overlay.values.values()) if v > 0 and math.isfinite(v)]
+    low = math.floor(math.log10(min(finite))) if finite else 0
+    high = math.ceil(math.log10(max(finite))) if finite else 1
+    return low, max(high, low + 1)
+
+
+def _key_number(value: float, overlay: Overlay) -> Optional[str]:
+    return f"{value:.1e}" if not overlay.unit else overlay.value_text(value)

@@ -1,0 +1,114 @@
+"""The one prepared view: everything that decides what a picture shows, decided once.
+
+:func:`prepare` takes a walked graph, the options and the overlays, and returns the
+:class:`View` that ``make_dot``, ``render``, ``to_dot``, the command line, the
+notebook display and the pytest plugin's drawings all start from:
+
+1. page fit and depth: runs of identical blocks folded, the graph collapsed to a
+   module summary when ``depth`` asks or a page needs it, with a note saying so
+   (:func:`~graphviz_autograd.views.page_fit.fit_to_page`);
+2. the graph as drawn: a parameter used many times split per use, hidden kinds left
+   out (:func:`~graphviz_autograd.views.page_fit.as_drawn`);
+3. the layout: Graphviz ``dot`` or the fixed layered layout, and why;
+4. overlays rolled up onto what is drawn: a module box carries the sum or the
+   largest of the values of the nodes inside it, a folded block those of the blocks
+   it stands for.
+
+The drawing stage writes a view; it decides nothing of the above again.
+
+>>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
+>>> view = prepare(AutogradGraph((Node("n0", "op", "ExpBackward0"),), ()))
+>>> view.depth, view.layout, len(view.graph.nodes)
+(None, 'dot', 1)
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+from ..graph.autograd_graph import AutogradGraph
+from ..options import DrawOptions, draw_options
+from .overlays import KeyItem, Overlay, overlay_names
+from .page_fit import Fitted, as_drawn, choose_layout, fit_to_page
+
+# How the note of a summary is drawn in the picture.
+NOTE_ATTRS = {"shape": "note"}
+NOTE_WIDTH = 80  # characters a line of it holds
+
+
+class View(NamedTuple):
+    """What a picture shows, decided once by :func:`prepare`.
+
+    ``graph`` is the graph as drawn (folded, collapsed, shared parameters split,
+    hidden kinds left out), ``options`` the options as asked, ``depth`` the depth it
+    was collapsed to (None: every node drawn), ``compact`` whether its ranks are set
+    closer (a graph too long for a page at Graphviz's gap), ``note`` what the user is
+    told ('' when nothing was left out), ``layout`` ``"dot"`` or ``"fixed"`` with
+    ``layout_note`` saying why the fixed one was taken, ``overlays`` the overlays
+    rolled onto ``graph``'s ids, ``notes`` the boxes of text the picture adds (the
+    note, wrapped), and ``source`` the walked graph it was prepared from, with the
+    overlays as given (``source_overlays``), to prepare it again another way.
+    """
+
+    graph: AutogradGraph
+    options: DrawOptions
+    depth: Optional[int]
+    compact: bool
+    note: str
+    layout: str
+    layout_note: str
+    overlays: tuple[Overlay, ...]
+    notes: tuple[KeyItem, ...]
+    source: AutogradGraph
+    source_overlays: tuple[Overlay, ...]
+
+    def again(self, **changes: Any) -> "View":
+        """The same graph and overlays prepared with ``changes`` to the options."""
+        return prepare(self.source, self.options.replace(**changes), overlays=self.source_overlays)
+
+
+def prepare(
+    graph: AutogradGraph,
+    options: Optional[DrawOptions] = None,
+    *,
+    overlays: Sequence[Overlay] = (),
+    **changes: Any,
+) -> View:
+    """The :class:`View` of ``graph`` drawn with ``options`` (or the keyword options of
+    ``make_dot``) and ``overlays``."""
+    options = draw_options(options, **changes)
+    overlays = tuple(overlays)
+    overlay_names(overlays)
+    fitted = fit_to_page(graph, options)
+    drawn = as_drawn(fitted.graph, options)
+    layout, layout_note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)
+    return View(
+        graph=drawn,
+        options=options,
+        depth=fitted.depth,
+        compact=fitted.compact,
+        note=fitted.note,
+        layout=layout,
+        layout_note=layout_note,
+        overlays=_rolled(overlays, fitted, graph),
+        notes=tuple(note_boxes(fitted.note)),
+        source=graph,
+        source_overlays=overlays,
+    )
+
+
+def note_boxes(note: str) -> list[KeyItem]:
+    """``note`` as a box of short lines for the picture (none when it is empty).
+
+    >>> note_boxes("")
+    []
+    """
+    return [(textwrap.wrap(note, NOTE_WIDTH), dict(NOTE_ATTRS))] if note else []
+
+
+def _rolled(overlays: tuple[Overlay, ...], fitted: Fitted, walked: AutogradGraph) -> tuple[Overlay, ...]:
+    if not overlays:
+        return ()
+    origin: Optional[Mapping[str, Optional[str]]] = fitted.origin(walked)
+    return tuple(overlay.rolled_onto(origin) for overlay in overlays)
