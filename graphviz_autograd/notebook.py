@@ -19,15 +19,20 @@ as plain data, and shows itself so:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional, Sequence
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import graphviz
 
 from .budget import draw_within_budget
+from .errors import OptionError
 from .graph import AutogradGraph
 from .layout import fixed_layout_source, lay_out
 from .options import FIT, DrawOptions
 from .page import fit_to_page, picture_notes
+from .render import DEFAULT_TIMEOUT, check_writable, write_atomic
 
 # Bytes of SVG past which a drawing is not put into a notebook: a browser slows down
 # on a page holding tens of thousands of SVG elements, and the notebook file keeps
@@ -43,7 +48,13 @@ class AutogradDigraph(graphviz.Digraph):
 
     ``drawn`` is the graph as drawn (after any collapse), ``options`` the options
     it was written with (``options.layout_budget`` is the seconds ``dot`` may take
-    when the graph is shown), ``node_styles`` and ``notes`` what was drawn over it.
+    when the graph is shown or rendered), ``node_styles`` and ``notes`` what was
+    drawn over it.
+
+    ``render()`` and ``view()`` take graphviz's arguments and draw as
+    :func:`graphviz_autograd.render` does: within the layout budget, output checked
+    and written atomically, and no DOT source file left beside the drawing unless
+    ``cleanup=False`` is passed.
     """
 
     def __init__(
@@ -80,6 +91,102 @@ class AutogradDigraph(graphviz.Digraph):
             self.source, fmt, engine=self.engine, budget=self.options.layout_budget, fixed_source=fixed, timeout=timeout
         )
         return drawn.data, drawn.note
+
+    # --- drawn to a file (graphviz's render and view) -------------------------------
+
+    def render(  # type: ignore[override]
+        self,
+        filename: Union[os.PathLike, str, None] = None,
+        directory: Union[os.PathLike, str, None] = None,
+        view: bool = False,
+        cleanup: Optional[bool] = None,
+        format: Optional[str] = None,
+        renderer: Optional[str] = None,
+        formatter: Optional[str] = None,
+        neato_no_op: Union[bool, int, None] = None,
+        quiet: bool = False,
+        quiet_view: bool = False,
+        *,
+        outfile: Union[os.PathLike, str, None] = None,
+        engine: Optional[str] = None,
+        raise_if_result_exists: bool = False,
+        overwrite_source: bool = False,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+    ) -> str:
+        """Draw the graph to a file, as ``graphviz.Digraph.render`` does; return its path.
+
+        The file is named as graphviz names it (``filename`` + ``.`` + format, or
+        ``outfile``). Unlike graphviz, ``dot`` runs for at most the layout budget
+        and the fixed layout is drawn past it, Graphviz's output is checked before
+        it replaces a file, and the DOT source is saved (at ``filename``) only with
+        ``cleanup=False``: the source of a big graph runs to hundreds of megabytes.
+        ``timeout`` bounds the whole drawing.
+
+        >>> import torch, tempfile, os
+        >>> from graphviz_autograd import make_dot
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> folder = tempfile.mkdtemp()
+        >>> path = make_dot((x * x).sum()).render("g", directory=folder, format="svg")
+        >>> os.path.basename(path), os.listdir(folder)
+        ('g.svg', ['g.svg'])
+        """
+        if renderer is not None or formatter is not None or neato_no_op is not None:
+            raise OptionError(
+                "AutogradDigraph.render() draws with Graphviz's default renderer and takes no renderer=, "
+                "formatter= or neato_no_op=; leave them out, or save the DOT with .save() and run Graphviz on it."
+            )
+        if outfile is not None:
+            outfile = Path(outfile)
+            fmt = self._get_format(outfile, format=format)
+            if directory is None:
+                outfile = Path(self.directory, outfile)
+        else:
+            fmt = format if format is not None else self.format
+        graphviz.parameters.verify_format(fmt, required=True)
+        if filename is not None:
+            self.filename = os.fspath(filename)  # as graphviz.save() sets them
+        elif outfile is not None:
+            self.filename = os.fspath(self._get_filepath(outfile))
+        if directory is not None:
+            self.directory = os.fspath(directory)
+        source_path = Path(self.filepath)
+        target = outfile if outfile is not None else Path(f"{self.filepath}.{fmt}")
+        if source_path.resolve() == target.resolve() and not overwrite_source:
+            raise OptionError(
+                f"render() would write the drawing over its own DOT source {os.fspath(target)!r}; "
+                "give another outfile= or filename=."
+            )
+        if raise_if_result_exists and target.exists():
+            raise graphviz.FileExistsError(f"output file exists: {os.fspath(target)!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)  # graphviz makes the folder too
+        check_writable(target)
+        if engine is not None and engine != self.engine:
+            drawn = self.copy()
+            drawn.engine = engine
+        else:
+            drawn = self
+        data, note = drawn.draw(fmt, timeout=timeout)
+        if note:
+            print(f"graphviz-autograd: {note}", file=sys.stderr)
+        if cleanup is False:
+            write_atomic(source_path, self.source.encode(self.encoding))
+        write_atomic(target, data)
+        if view or quiet_view:
+            self._view(target, format=fmt, quiet=quiet_view)
+        return os.fspath(target)
+
+    def view(  # type: ignore[override]
+        self,
+        filename: Union[os.PathLike, str, None] = None,
+        directory: Union[os.PathLike, str, None] = None,
+        cleanup: Optional[bool] = None,
+        quiet: bool = False,
+        quiet_view: bool = False,
+    ) -> str:
+        """Draw the graph to a file with :meth:`render` and open it in the default viewer."""
+        return self.render(
+            filename=filename, directory=directory, view=True, cleanup=cleanup, quiet=quiet, quiet_view=quiet_view
+        )
 
     # --- shown in a notebook -------------------------------------------------------
 
