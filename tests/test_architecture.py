@@ -37,6 +37,7 @@ LAYERS = [
     "explore",
     "api",
     "model_file",
+    "command_process",
     "cli",
     "pytest_checks",
     "pytest_plugin",
