@@ -22,12 +22,11 @@ was interrupted; output is written atomically, so no file is left half-written.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import sys
 import traceback
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn
 
 import click
 
@@ -69,9 +68,9 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and "torch" not in sys.modules and _has_fd(sys.stdout) and _has_fd(sys.stderr)
 
 
-def _has_fd(stream: Optional[io.IOBase]) -> bool:
+def _has_fd(stream: object) -> bool:
     try:
-        return stream is not None and stream.fileno() >= 0
+        return stream is not None and stream.fileno() >= 0  # type: ignore[attr-defined]
     except (AttributeError, OSError, ValueError):
         return False
 
@@ -87,11 +86,11 @@ def _run_here(work: Callable[[], None]) -> None:
 def _child(work: Callable[[], None], pipe: int) -> NoReturn:  # pragma: no cover - runs in the child
     real_exit = os._exit
 
-    def reporting_exit(code: int) -> NoReturn:
+    def reporting_exit(status: int) -> NoReturn:
         caller = sys._getframe(1)
         _flush()
-        _send(pipe, f"{_EXIT} {code} {caller.f_code.co_filename}:{caller.f_lineno}")
-        real_exit(code)
+        _send(pipe, f"{_EXIT} {status} {caller.f_code.co_filename}:{caller.f_lineno}")
+        real_exit(status)
 
     os._exit = reporting_exit  # this process is ours alone, and ends with the command
     code = 1
@@ -212,9 +211,9 @@ def _outcome(status: int, report: list[str], interrupted: bool) -> int:
             "or try a smaller input (--input-shape)."
         )
     else:
-        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+        ended = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
         reason = (
-            f"the process ended with status {code} before it finished: the model's code, or a library it calls, "
+            f"the process ended with status {ended} before it finished: the model's code, or a library it calls, "
             "ended it (exit() from C code, say); nothing was written."
         )
     click.echo(f"Error: {reason}", err=True)

@@ -94,7 +94,7 @@ class AutogradDigraph(graphviz.Digraph):
 
     # --- drawn to a file (graphviz's render and view) -------------------------------
 
-    def render(  # type: ignore[override]
+    def render(
         self,
         filename: Union[os.PathLike, str, None] = None,
         directory: Union[os.PathLike, str, None] = None,
@@ -135,20 +135,22 @@ class AutogradDigraph(graphviz.Digraph):
                 "AutogradDigraph.render() draws with Graphviz's default renderer and takes no renderer=, "
                 "formatter= or neato_no_op=; leave them out, or save the DOT with .save() and run Graphviz on it."
             )
+        folder = os.fspath(directory) if directory is not None else os.fsdecode(self.directory)  # type: ignore[has-type]
         if outfile is not None:
             outfile = Path(outfile)
             fmt = self._get_format(outfile, format=format)
             if directory is None:
-                outfile = Path(self.directory, outfile)
+                outfile = Path(folder, outfile)
         else:
             fmt = format if format is not None else self.format
         graphviz.parameters.verify_format(fmt, required=True)
+        # The names are kept as graphviz.save() keeps them, for a later render() or save().
         if filename is not None:
-            self.filename = os.fspath(filename)  # as graphviz.save() sets them
+            self.filename = os.fspath(filename)
         elif outfile is not None:
             self.filename = os.fspath(self._get_filepath(outfile))
         if directory is not None:
-            self.directory = os.fspath(directory)
+            self.directory = folder
         source_path = Path(self.filepath)
         target = outfile if outfile is not None else Path(f"{self.filepath}.{fmt}")
         if source_path.resolve() == target.resolve() and not overwrite_source:
@@ -175,7 +177,7 @@ class AutogradDigraph(graphviz.Digraph):
             self._view(target, format=fmt, quiet=quiet_view)
         return os.fspath(target)
 
-    def view(  # type: ignore[override]
+    def view(
         self,
         filename: Union[os.PathLike, str, None] = None,
         directory: Union[os.PathLike, str, None] = None,

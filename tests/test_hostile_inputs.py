@@ -22,23 +22,17 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import graphviz_autograd
 from graphviz_autograd import OptionError, RenderError, make_dot
 from graphviz_autograd.cli import main
 from graphviz_autograd.command_process import INTERRUPTED_STATUS
 
+from . import test_render_faults as faults
 from .test_cli import REPO, run_module, subprocess_env
-from .test_render_faults import (  # noqa: F401  (fixtures)
-    OLD,
-    SOURCE,
-    assert_no_leftovers,
-    assert_untouched,
-    fake_dot,
-    old_target,
-    out_dir,
-    posix_only,
-    render_module,
-)
+from .test_render_faults import OLD, SOURCE, assert_untouched, posix_only, render_module
+
+# The fixtures of test_render_faults: a fake dot first on PATH, an output folder.
+fake_dot = faults.fake_dot
+out_dir = faults.out_dir
 
 needs_graphviz = pytest.mark.skipif(
     shutil.which("dot") is None or shutil.which("neato") is None, reason="Graphviz 'dot' and 'neato' are not installed"
