@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 import traceback
-from typing import Callable, NoReturn
+from typing import Callable, NoReturn, Optional
 
 import click
 
@@ -57,9 +58,9 @@ def run_command(work: Callable[[], None]) -> None:
         os.close(read_end)
         _child(work, write_end)
     os.close(write_end)
-    status, interrupted = _wait(pid)
+    status, stopped_by = _wait(pid)
     report = _read_all(read_end)
-    code = _outcome(status, report, interrupted)
+    code = _outcome(status, report, stopped_by)
     if code:
         raise click.exceptions.Exit(code)
 
@@ -144,35 +145,68 @@ def _send(pipe: int, line: str) -> None:
         pass
 
 
-def _wait(pid: int) -> tuple[int, bool]:
-    """The child's wait status, and whether Ctrl-C came while waiting.
+def _wait(pid: int) -> tuple[int, Optional[int]]:
+    """The child's wait status, and the signal that stopped the command while waiting
+    (SIGINT for Ctrl-C), if one did.
 
     On Ctrl-C the child (in the same process group) gets SIGINT too and stops by
-    itself, cleaning up; it is killed when it has not within ``STOP_GRACE_SECONDS``
-    or at a second Ctrl-C.
+    itself, cleaning up; when it has not within a second (the SIGINT was sent to
+    this process alone) it is sent one, and it is killed when it has not stopped
+    ``STOP_GRACE_SECONDS`` later, or at a second Ctrl-C. SIGTERM and SIGHUP sent
+    to this process are passed on to the child, so that ``timeout`` or a closed
+    terminal does not leave it running on its own.
     """
-    try:
-        return os.waitpid(pid, 0)[1], False
-    except KeyboardInterrupt:
-        pass
-    try:
-        signal.signal(signal.SIGALRM, _raise_timeout)
-        signal.setitimer(signal.ITIMER_REAL, STOP_GRACE_SECONDS)
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        forwarded.append(signum)
+        _signal(pid, signum)
+
+    previous = {}
+    for number in (signal.SIGTERM, signal.SIGHUP):
         try:
-            return os.waitpid(pid, 0)[1], True
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    except (KeyboardInterrupt, TimeoutError):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
+            previous[number] = signal.signal(number, forward)
+        except (ValueError, OSError):  # not the main thread: nothing to pass on from here
             pass
-        return os.waitpid(pid, 0)[1], True
+    try:
+        try:
+            status = os.waitpid(pid, 0)[1]
+            return status, forwarded[0] if forwarded else None
+        except KeyboardInterrupt:
+            pass
+        try:
+            status_or_none = _wait_at_most(pid, 1.0)
+            if status_or_none is None:
+                _signal(pid, signal.SIGINT)
+                status_or_none = _wait_at_most(pid, STOP_GRACE_SECONDS)
+            if status_or_none is not None:
+                return status_or_none, signal.SIGINT
+        except KeyboardInterrupt:
+            pass
+        _signal(pid, signal.SIGKILL)
+        return os.waitpid(pid, 0)[1], signal.SIGINT
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
-def _raise_timeout(signum: int, frame: object) -> NoReturn:
-    raise TimeoutError
+def _wait_at_most(pid: int, seconds: float) -> Optional[int]:
+    """The child's wait status once it ends, or None when it runs ``seconds`` longer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except OSError:  # already gone
+        pass
 
 
 def _read_all(pipe: int) -> list[str]:
@@ -182,15 +216,18 @@ def _read_all(pipe: int) -> list[str]:
     return b"".join(chunks).decode("utf-8", "replace").splitlines()
 
 
-def _outcome(status: int, report: list[str], interrupted: bool) -> int:
+def _outcome(status: int, report: list[str], stopped_by: Optional[int]) -> int:
     """The command's exit status, after saying on stderr why it did not finish when it did not."""
     for line in report:
         kind, _, rest = line.partition(" ")
         if kind == _DONE:
             return int(rest)
-    if interrupted:
+    if stopped_by == signal.SIGINT:
         click.echo(INTERRUPTED_MESSAGE, err=True)
         return INTERRUPTED_STATUS
+    if stopped_by is not None:
+        click.echo(f"Error: stopped by {_signal_name(stopped_by)}; nothing was written.", err=True)
+        return 128 + stopped_by
     exits = [line.split(" ", 2) for line in report if line.startswith(_EXIT + " ")]
     if exits:
         _, code, where = exits[-1]

@@ -328,6 +328,7 @@ def test_ctrl_c_exits_130_and_leaves_no_file(tmp_path, monkeypatch, where):
 
 
 SLOW_FORWARD = """
+import os
 import time
 import torch
 from torch import nn
@@ -338,7 +339,9 @@ class Net(nn.Module):
         self.fc = nn.Linear(2, 1)
 
     def forward(self, x):
-        open({started!r}, "w").close()
+        with open({started!r} + ".tmp", "w") as handle:
+            handle.write(str(os.getpid()))
+        os.replace({started!r} + ".tmp", {started!r})
         time.sleep(60)
         return self.fc(x)
 
@@ -347,9 +350,14 @@ example_inputs = (torch.ones(1, 2),)
 """
 
 
-@posix_only
-def test_ctrl_c_in_a_terminal_exits_130(tmp_path):
-    # As a terminal sends it: SIGINT to the whole process group, parent and child alike.
+def _running(pid: int) -> bool:
+    return faults._running(pid)
+
+
+def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool) -> tuple[int, str, int]:
+    """Start a command whose forward pass sleeps, send ``number`` once it runs (to its
+    process group, as a terminal does, or to the command alone, as ``timeout`` and
+    ``kill`` do); return its status, its stderr and the pid that ran the forward."""
     started = tmp_path / "started"
     path = tmp_path / "net.py"
     path.write_text(textwrap.dedent(SLOW_FORWARD.format(started=str(started))))
@@ -367,12 +375,35 @@ def test_ctrl_c_in_a_terminal_exits_130(tmp_path):
         while not started.exists() and process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), process.communicate(timeout=10)
-        os.killpg(process.pid, signal.SIGINT)
+        if whole_group:
+            os.killpg(process.pid, number)
+        else:
+            os.kill(process.pid, number)
         stdout, stderr = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert process.returncode == 130, stderr
+    assert stdout == ""
+    assert sorted(os.listdir(tmp_path)) == ["net.py", "started"]  # no drawing, no temporary file
+    return process.returncode, stderr, int(started.read_text())
+
+
+@posix_only
+@pytest.mark.parametrize("whole_group", [True, False], ids=["terminal", "kill"])
+def test_ctrl_c_exits_130(tmp_path, whole_group):
+    status, stderr, _ = stop_a_slow_command(tmp_path, signal.SIGINT, whole_group=whole_group)
+    assert status == 130, stderr
     assert stderr == "Error: interrupted; nothing was written.\n"
-    assert sorted(os.listdir(tmp_path)) == ["net.py", "started"]
+
+
+@posix_only
+def test_sigterm_stops_the_work_too(tmp_path):
+    # As `timeout` sends it: to the command's own process, which passes it on.
+    status, stderr, worker = stop_a_slow_command(tmp_path, signal.SIGTERM, whole_group=False)
+    assert status == 128 + signal.SIGTERM, stderr
+    assert stderr == "Error: stopped by SIGTERM; nothing was written.\n"
+    deadline = time.monotonic() + 5
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(worker)
