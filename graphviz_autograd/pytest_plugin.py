@@ -279,7 +279,7 @@ class GoldenChecker:
             )
         if self.update:
             existed = golden.is_file()
-            if existed and _read_text(golden) == text:
+            if existed and self.read_golden(golden) == text:
                 self.record("unchanged", golden)
             else:
                 try:
@@ -298,7 +298,7 @@ class GoldenChecker:
                 f"{self.from_rootdir()}:\n    {self.update_command()}\nthen review it and commit it.",
                 pytrace=False,
             )
-        expected = _read_text(golden)
+        expected = self.read_golden(golden)
         if expected is None:
             self.record("differs", golden)
             pytest.fail(
@@ -317,6 +317,16 @@ class GoldenChecker:
             not_written = _reason(error)
         self.record("differs", golden)
         pytest.fail(self.mismatch_report(name, golden, obtained, expected, text, summary, not_written), pytrace=False)
+
+    def read_golden(self, golden: Path) -> Optional[str]:
+        """The golden file's text (None when it is not UTF-8); a failed test when it cannot be read."""
+        try:
+            return _read_text(golden)
+        except OSError as error:
+            pytest.fail(
+                f"Golden file {self.shown(golden)} cannot be read: {_reason(error)}. Check its permissions.",
+                pytrace=False,
+            )
 
     def earlier_file(self, name: str, golden: Path) -> str:
         """A note when a golden file of an earlier layout or kind stands where this one is looked for."""

@@ -4,6 +4,7 @@ plugin traceback (run as a user runs them, with pytester)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -141,4 +142,22 @@ def test_read_only_golden_folder_still_shows_the_diff(project, monkeypatch):
         ]
     )
     assert not (folder / "scale.obtained.graph.txt").exists()
+    assert_no_traceback(result)
+
+
+def test_unreadable_golden_file(project, monkeypatch):
+    path = golden(project)
+    path.parent.mkdir(parents=True)
+    path.write_text("anything\n")
+    real_read_bytes = Path.read_bytes
+
+    def refuse(self):  # as for a file of mode 000 (root reads those anyway)
+        if self == path:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+        return real_read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    result = run(project)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*Golden file {FOLDER}/scale.graph.txt cannot be read: Permission denied. Check its permissions."])
     assert_no_traceback(result)
