@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 import graphviz
 
 from .budget import draw_within_budget
-from .errors import OptionError
+from .errors import OptionError, OutputPathError
 from .graph import AutogradGraph
 from .layout import fixed_layout_source, lay_out
 from .options import FIT, DrawOptions
@@ -160,7 +160,15 @@ class AutogradDigraph(graphviz.Digraph):
             )
         if raise_if_result_exists and target.exists():
             raise graphviz.FileExistsError(f"output file exists: {os.fspath(target)!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)  # graphviz makes the folder too
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)  # graphviz makes the folder too
+        except OSError as error:
+            blocking = next((folder for folder in (target.parent, *target.parent.parents) if folder.is_file()), None)
+            why = f"{os.fspath(blocking)!r} is a file, not a folder" if blocking else (error.strerror or str(error))
+            raise OutputPathError(
+                f"Cannot write {os.fspath(target)!r}: its folder cannot be made ({why}); "
+                "give a path in a folder that exists or can be created."
+            ) from None
         check_writable(target)
         if engine is not None and engine != self.engine:
             drawn = self.copy()

@@ -22,7 +22,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphviz_autograd import OptionError, RenderError, make_dot
+from graphviz_autograd import OptionError, OutputPathError, RenderError, make_dot
 from graphviz_autograd.cli import main
 from graphviz_autograd.command_process import INTERRUPTED_STATUS
 
@@ -407,3 +407,10 @@ def test_sigterm_stops_the_work_too(tmp_path):
     while _running(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(worker)
+
+
+def test_digraph_render_into_a_folder_that_is_a_file(tmp_path):
+    (tmp_path / "taken").write_text("a file, not a folder\n")
+    with pytest.raises(OutputPathError, match=r"Cannot write .*taken/g\.svg': its folder cannot be made \(.*taken' is a file, not a folder\)"):
+        small_digraph().render("g", directory=tmp_path / "taken", format="svg")
+    assert (tmp_path / "taken").read_text() == "a file, not a folder\n"
