@@ -6,7 +6,9 @@ one line too that says so. ``--debug`` shows the traceback instead.
 Nothing here loads models, walks graphs or writes files by itself.
 
 ``--help`` and ``--version`` import neither torch nor graphviz: the modules that do
-are imported inside the commands, when a command runs.
+are imported inside the commands, when a command runs. Each command's body runs in
+a child process where it can (see command_process), so that a model that ends the
+process or crashes it is reported, and Ctrl-C exits with status 130.
 """
 
 from __future__ import annotations

@@ -273,7 +273,7 @@ def test_sys_exit_outside_loading_and_forward_is_an_error(tmp_path):
 
 
 @posix_only
-def test_commands_run_apart_and_start_fast_still(tmp_path):
+def test_commands_run_apart_still_write_stdout_and_exit_0(tmp_path):
     # The ordinary path through the child process: output on stdout, status 0.
     done = run_module("render", str(REPO / "samples" / "affine.py"), "-q", "-o", "-", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
