@@ -153,7 +153,7 @@ def make_dot(
     _say(laid_out.note)
     # Keeps the view (plain data, no tensor) to draw it again with the fixed layout
     # when dot runs past the budget, in a notebook or in render().
-    dot = AutogradDigraph(engine=laid_out.engine, view=view)
+    dot = AutogradDigraph(engine=laid_out.engine, prepared=view)
     dot.body = laid_out.lines
     return dot
 

@@ -6,7 +6,9 @@ one line too that says so. ``--debug`` shows the traceback instead.
 Nothing here loads models, walks graphs or writes files by itself.
 
 ``--help`` and ``--version`` import neither torch nor graphviz: the modules that do
-are imported inside the commands, when a command runs.
+are imported inside the commands, when a command runs. Each command's body runs in
+a child process where it can (see command_process), so that a model that ends the
+process or crashes it is reported, and Ctrl-C exits with status 130.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 import click
 
 from .. import __version__
+from .command_process import run_command
 from ..errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
 from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
@@ -86,6 +89,17 @@ def _model_run_options(command: Callable) -> Callable:
         help="Run on a random float input of this shape instead of the model's example inputs; "
         "repeat for several positional inputs.",
     )(command)
+
+
+def _in_own_process(command: Callable[..., None]) -> Callable[..., None]:
+    """Run the command's body apart, where a process exit or a crash in the model's
+    code is seen and said, and Ctrl-C ends it with status 130 (see command_process)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        run_command(functools.partial(command, *args, **kwargs))
+
+    return run
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -200,6 +214,7 @@ def main() -> None:
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@_in_own_process
 def render(
     model: str,
     output: Optional[str],
@@ -330,6 +345,7 @@ def render(
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@_in_own_process
 def check_command(
     model: str,
     input_shapes: Optional[tuple[Shape, ...]],
@@ -700,6 +716,21 @@ def _errors_as_messages(debug: bool) -> Iterator[None]:
         yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
+    except SystemExit as error:
+        # The loader names a sys.exit() in the model file's import, forward and loss;
+        # this is one from anywhere else the model's code runs (a hook, a property).
+        if debug:
+            raise
+        from .model_file import deepest_user_frame
+
+        where = deepest_user_frame(error)
+        raise click.ClickException(
+            _one_line(
+                f"{where + ': ' if where else ''}the model's code called sys.exit({error.code!r}) while "
+                "graphviz-autograd was running it; nothing was written. A model file must not exit; keep "
+                'script code under `if __name__ == "__main__":`.'
+            )
+        ) from None
     except GraphvizAutogradError as error:
         if debug:
             raise

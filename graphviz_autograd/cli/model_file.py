@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from ..capture.attribute_names import unregistered_tensors
-from ..errors import GraphvizAutogradError
+from ..errors import GraphvizAutogradError, OptionError
 from ..capture.naming import named_tensors
 
 if TYPE_CHECKING:
@@ -335,7 +335,49 @@ def random_inputs(shapes: Sequence[Shape], seed: int = 0) -> tuple[torch.Tensor,
     [(1, 3), (2,)]
     """
     generator = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(tuple(shape), generator=generator) for shape in shapes)
+    inputs = []
+    for shape in shapes:
+        _check_allocatable(shape)
+        try:
+            inputs.append(torch.randn(tuple(shape), generator=generator))
+        except (RuntimeError, MemoryError) as error:
+            if isinstance(error, RuntimeError) and "alloc" not in str(error).lower():
+                raise
+            raise _too_large(shape, "the allocation failed") from None
+    return tuple(inputs)
+
+
+def _check_allocatable(shape: Shape) -> None:
+    """Refuse, before allocating, an input larger than this machine's memory: torch
+    would fail with an allocator message, or the kernel would let it be allocated
+    and then kill the process while the random values are written."""
+    memory = _physical_memory()
+    if memory is not None and _input_bytes(shape) > memory:
+        raise _too_large(shape, f"this machine has {memory / 1e9:.1f} GB of memory")
+
+
+def _input_bytes(shape: Shape) -> int:
+    elements = 1
+    for size in shape:
+        elements *= size
+    return elements * torch.tensor([], dtype=torch.get_default_dtype()).element_size()
+
+
+def _physical_memory() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _too_large(shape: Shape, why: str) -> OptionError:
+    bytes_needed = _input_bytes(shape)
+    elements = bytes_needed // max(torch.tensor([], dtype=torch.get_default_dtype()).element_size(), 1)
+    return OptionError(
+        f"Input shape {','.join(str(size) for size in shape)} is too large to allocate: {elements:,} elements, "
+        f"{bytes_needed / 1e9:,.1f} GB of {str(torch.get_default_dtype()).removeprefix('torch.')} ({why}); "
+        "give a smaller shape (--input-shape)."
+    )
 
 
 # --- factories ---------------------------------------------------------------------
@@ -365,15 +407,15 @@ def _load_module_factory(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]
                     f"(path/to/file.py:{spec.factory})."
                 ) from error
             raise ModelFileError(
-                f"{_deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
+                f"{deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
                 f"{_raised(error)}"
             ) from error
         except USER_CODE_ERRORS as error:
             raise ModelFileError(
-                f"{_deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
+                f"{deepest_user_frame(error) or spec.text}: importing {spec.module} raised "
                 f"{_raised(error)}"
             ) from error
-        where = lambda error: _deepest_user_frame(error) or spec.text  # noqa: E731
+        where = lambda error: deepest_user_frame(error) or spec.text  # noqa: E731
         factory = _find_factory(vars(module), spec, where)
         result = _call_factory(factory, spec, where)
     path = Path(getattr(module, "__file__", None) or spec.module.replace(".", "/"))
@@ -637,7 +679,7 @@ def _user_frame(error: BaseException, file: Path) -> str:
     return where
 
 
-def _deepest_user_frame(error: BaseException) -> Optional[str]:
+def deepest_user_frame(error: BaseException) -> Optional[str]:
     """'file:line' of the deepest frame outside Python, installed packages and this package."""
     if isinstance(error, SyntaxError) and error.filename and error.lineno:
         return f"{error.filename}:{error.lineno}"

@@ -139,26 +139,42 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
 
 # The first bytes of a file in each binary format Graphviz writes.
 MAGIC_BYTES = {"pdf": b"%PDF-", "png": b"\x89PNG\r\n\x1a\n"}
+# The last chunk of every PNG: length 0, type IEND, and its CRC.
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+# A PDF ends with its cross-reference offset and this trailer line (then maybe a newline).
+PDF_END = b"%%EOF"
+# How far from the end of a PDF ``startxref`` and ``%%EOF`` may lie.
+PDF_TAIL = 1024
 
 
 def check_drawing(data: bytes, fmt: str, engine: str = "dot") -> None:
-    """Raise RenderError unless ``data`` is what a drawing in ``fmt`` must be.
+    """Raise RenderError unless ``data`` is what a whole drawing in ``fmt`` must be.
 
     A PDF or PNG must start with its format's signature and an SVG must parse as
     XML whose root is ``<svg>``: a broken or wrapped Graphviz that exits 0 with
     something else on stdout must not have it saved under the drawing's name.
+    And it must be complete: a PDF ends with ``startxref`` and ``%%EOF``, a PNG
+    with its IEND chunk, an SVG closes its root, so that a Graphviz that stops
+    part-way and still exits 0 (killed output pipe, full disk of its own, a crash
+    its wrapper hides) does not replace a good file with half of one.
 
-    >>> check_drawing(b"%PDF-1.7 ...", "pdf")
+    >>> check_drawing(b"%PDF-1.7 ... startxref 9 %%EOF", "pdf")
     >>> check_drawing(b"digraph {}", "png")
     Traceback (most recent call last):
     ...
     graphviz_autograd.errors.RenderError: Graphviz 'dot' exited without error but its output is not a PNG file: it begins 'digraph {}'. Check that 'dot -V' runs the Graphviz you meant, or write .dot instead.
+    >>> check_drawing(b"%PDF-1.7 ...", "pdf")
+    Traceback (most recent call last):
+    ...
+    graphviz_autograd.errors.RenderError: Graphviz 'dot' exited without error but its PDF output was cut short (12 bytes, no %%EOF trailer at the end): nothing was written. Run it again; if it keeps happening, check that 'dot -V' runs the Graphviz you meant and that it has memory and disk space, or write .dot instead.
     """
+    fmt = fmt.partition(":")[0]  # "png:cairo": the format, drawn by a renderer of choice
     magic = MAGIC_BYTES.get(fmt)
     if magic is not None:
         ok = data.startswith(magic)
     elif fmt == "svg":
-        ok = _is_svg(data)
+        root = _svg_root(data)
+        ok = root == "svg" or (root is None and b"<svg" in data)  # None: cut within the root's own tag
     else:
         return
     if not ok:
@@ -168,6 +184,49 @@ def check_drawing(data: bytes, fmt: str, engine: str = "dot") -> None:
             f"{fmt.upper()} file: it begins {shown!r}. Check that '{engine} -V' runs the Graphviz you meant, "
             "or write .dot instead."
         )
+    missing = _missing_end(data, fmt)
+    if missing:
+        raise RenderError(
+            f"Graphviz '{engine}' exited without error but its {fmt.upper()} output was cut short "
+            f"({len(data):,} bytes, {missing}): nothing was written. Run it again; if it keeps happening, "
+            f"check that '{engine} -V' runs the Graphviz you meant and that it has memory and disk space, "
+            "or write .dot instead."
+        )
+
+
+def _missing_end(data: bytes, fmt: str) -> str:
+    """What the end of a drawing lacks ('' when it is whole)."""
+    if fmt == "png":
+        return "" if data.endswith(PNG_END) else "no IEND chunk at the end"
+    if fmt == "pdf":
+        tail = data[-PDF_TAIL:]
+        if not tail.rstrip().endswith(PDF_END):
+            return "no %%EOF trailer at the end"
+        return "" if b"startxref" in tail else "no startxref before its %%EOF"
+    if fmt == "svg":
+        return "" if _is_svg(data) else "the XML ends before its <svg> element is closed"
+    return ""
+
+
+def _svg_root(data: bytes) -> Optional[str]:
+    """The local name of the root element of XML ``data``, read as far as it goes: a
+    cut-short SVG still has its ``<svg>`` root. '' when the XML is broken before a
+    root, None when it is well formed so far but stops before the root's tag ends."""
+    from xml.parsers import expat
+
+    parser = expat.ParserCreate(namespace_separator=" ")
+    roots: list[str] = []
+
+    def start(name: str, attrs: dict) -> None:
+        if not roots:
+            roots.append(name.rpartition(" ")[2])
+
+    parser.StartElementHandler = start
+    try:
+        parser.Parse(data, False)
+    except expat.ExpatError:
+        return roots[0] if roots else ""
+    return roots[0] if roots else None
 
 
 def _is_svg(data: bytes) -> bool:

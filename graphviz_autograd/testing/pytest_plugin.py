@@ -56,11 +56,15 @@ renames a backward op (``AddmmBackward0``) changes them, as it should.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import inspect
 import json
 import os
 import re
+import secrets
 import shlex
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Union
@@ -251,6 +255,7 @@ class GoldenChecker:
         directory: Optional[Union[os.PathLike[str], str]],
         summary: Callable[[str, str], str],
     ) -> None:
+        from ..errors import RenderError
         from ..drawing.rendering import write_atomic
 
         folder = self.folder(directory)
@@ -263,13 +268,25 @@ class GoldenChecker:
                 "give one of the checks another name.",
                 pytrace=False,
             )
+        in_the_way = _folder_in_the_way(golden)
+        if in_the_way is not None:
+            pytest.fail(
+                f"Golden file {self.shown(golden)} cannot be {'written' if self.update else 'read'}: "
+                f"{self.shown(in_the_way)} is a {'folder' if in_the_way.is_dir() else 'file'}, not "
+                f"{'a file' if in_the_way == golden else 'a folder'}. Move it out of the way"
+                f"{', then create the golden file with ' + self.update_command() if not self.update else ' and run again'}.",
+                pytrace=False,
+            )
         if self.update:
             existed = golden.is_file()
-            if existed and golden.read_text(encoding="utf-8") == text:
+            if existed and self.read_golden(golden) == text:
                 self.record("unchanged", golden)
             else:
-                golden.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(golden, text.encode("utf-8"))
+                try:
+                    golden.parent.mkdir(parents=True, exist_ok=True)
+                    write_atomic(golden, text.encode("utf-8"))
+                except (OSError, RenderError) as error:
+                    pytest.fail(f"Cannot write golden file {self.shown(golden)}: {_reason(error)}", pytrace=False)
                 self.written.append(golden)
                 self.record("updated" if existed else "created", golden)
             obtained.unlink(missing_ok=True)
@@ -281,13 +298,35 @@ class GoldenChecker:
                 f"{self.from_rootdir()}:\n    {self.update_command()}\nthen review it and commit it.",
                 pytrace=False,
             )
-        expected = golden.read_text(encoding="utf-8")
+        expected = self.read_golden(golden)
+        if expected is None:
+            self.record("differs", golden)
+            pytest.fail(
+                f"Golden file {self.shown(golden)} is not UTF-8 text: it is damaged, or not a golden file of "
+                f"graphviz-autograd. Regenerate it by running{self.from_rootdir()}:\n    {self.update_command()}\n"
+                "then review it and commit it.",
+                pytrace=False,
+            )
         if expected == text:
             obtained.unlink(missing_ok=True)
             return
-        write_atomic(obtained, text.encode("utf-8"))
+        try:
+            write_atomic(obtained, text.encode("utf-8"))
+            not_written = ""
+        except (OSError, RenderError) as error:
+            not_written = _reason(error)
         self.record("differs", golden)
-        pytest.fail(self.mismatch_report(name, golden, obtained, expected, text, summary), pytrace=False)
+        pytest.fail(self.mismatch_report(name, golden, obtained, expected, text, summary, not_written), pytrace=False)
+
+    def read_golden(self, golden: Path) -> Optional[str]:
+        """The golden file's text (None when it is not UTF-8); a failed test when it cannot be read."""
+        try:
+            return _read_text(golden)
+        except OSError as error:
+            pytest.fail(
+                f"Golden file {self.shown(golden)} cannot be read: {_reason(error)}. Check its permissions.",
+                pytrace=False,
+            )
 
     def earlier_file(self, name: str, golden: Path) -> str:
         """A note when a golden file of an earlier layout or kind stands where this one is looked for."""
@@ -329,8 +368,17 @@ class GoldenChecker:
         return f"{command} {shlex.quote(self.nodeid)}" if self.nodeid else command
 
     def mismatch_report(
-        self, name: str, golden: Path, obtained: Path, expected: str, source: str, summary: Callable[[str, str], str]
+        self,
+        name: str,
+        golden: Path,
+        obtained: Path,
+        expected: str,
+        source: str,
+        summary: Callable[[str, str], str],
+        not_written: str = "",
     ) -> str:
+        """The summary and diff of a mismatch; ``not_written`` says why the obtained file
+        could not be written ('' when it was)."""
         diff = list(
             difflib.unified_diff(
                 expected.splitlines(keepends=True),
@@ -346,9 +394,43 @@ class GoldenChecker:
         return (
             f"The autograd graph {name!r} differs from {self.shown(golden)}.\n"
             f"{_format_note(expected, source)}{summary(expected, source)}\n"
-            f"The new text is in {self.shown(obtained)}. If the change is intended, run"
-            f"{self.from_rootdir()}:\n    {self.update_command()}\n\n" + "".join(shown)
+            + (
+                f"The obtained file {self.shown(obtained)} could not be written ({not_written}); the diff below "
+                "holds the new text. If the change is intended, run"
+                if not_written
+                else f"The new text is in {self.shown(obtained)}. If the change is intended, run"
+            )
+            + f"{self.from_rootdir()}:\n    {self.update_command()}\n\n"
+            + "".join(shown)
         )
+
+
+def _read_text(path: Path) -> Optional[str]:
+    """The UTF-8 text of a golden file, with any line ending read as ``\\n`` (a checkout
+    with Windows line endings still matches); None when its bytes are not UTF-8 (junk, a binary)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _folder_in_the_way(golden: Path) -> Optional[Path]:
+    """The golden path itself when it is a folder, or the nearest of its folders that
+    is a file; None when neither stands in the way."""
+    if golden.is_dir():
+        return golden
+    for parent in golden.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    """Why a file could not be written, as one phrase."""
+    if isinstance(error, OSError):
+        return f"{error.strerror or error}"
+    return re.sub(r"^Cannot write .*?: ", "", str(error)).rstrip(".")
 
 
 def _check_kind(kind: str) -> GoldenKind:
@@ -537,8 +619,13 @@ def autograd_golden(request: pytest.FixtureRequest) -> GoldenChecker:
     def record(status: str, path: Path) -> None:
         node.user_properties.append((_PROPERTY, f"{status} {path}"))
 
+    claims = getattr(config, "workerinput", {}).get(_CLAIMS_INPUT)
+
     def claim(path: Path) -> Optional[str]:
-        other = claimed.setdefault(path, node.nodeid)
+        if claims is not None:  # a pytest-xdist worker: the claim must be seen by the others
+            other: Optional[str] = claim_file(Path(claims), path, node.nodeid)
+        else:
+            other = claimed.setdefault(path, node.nodeid)
         return None if other == node.nodeid else other
 
     return GoldenChecker(
@@ -554,6 +641,36 @@ def autograd_golden(request: pytest.FixtureRequest) -> GoldenChecker:
 
 
 _CLAIMED = pytest.StashKey[dict[Path, str]]()
+# The folder of claim files of one pytest-xdist run, which the controller makes and
+# hands to each worker in its workerinput.
+_CLAIMS_INPUT = "autograd_golden_claims"
+
+
+def claim_file(folder: Path, golden: Path, nodeid: str) -> str:
+    """Claim ``golden`` for test ``nodeid`` with a file in ``folder``; return the test
+    that holds the claim (``nodeid`` itself, or the test that claimed it first).
+
+    Each golden path has one claim file, named by a hash of the path and holding
+    the test's id. It is written under a name of its own and then linked into
+    place, which fails when the claim exists: so two workers never both win, and
+    no worker reads a claim half-written.
+
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> claim_file(folder, Path("/g/a.dot"), "test_x.py::one"), claim_file(folder, Path("/g/a.dot"), "test_y.py::two")
+    ('test_x.py::one', 'test_x.py::one')
+    """
+    name = hashlib.sha256(os.path.normcase(os.path.abspath(golden)).encode("utf-8")).hexdigest()
+    final = folder / name
+    draft = folder / f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
+    draft.write_text(nodeid, encoding="utf-8")
+    try:
+        os.link(draft, final)
+        return nodeid
+    except FileExistsError:
+        return final.read_text(encoding="utf-8")
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -577,6 +694,7 @@ class GoldenReport:
         self.unused: list[Path] = []
         self.removed = False
         self.not_looked: str = ""
+        self.claims: Optional[str] = None  # the claim folder of a pytest-xdist run (controller)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
@@ -598,6 +716,18 @@ class GoldenReport:
             if _FIXTURE in getattr(item, "fixturenames", ()):
                 self.not_run.add(item.nodeid)
                 self.incomplete.update(str(value) for key, value in item.user_properties if key == _FOLDER_PROPERTY)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        # pytest-xdist: one folder of golden claims for the run, shared by its workers,
+        # so that two tests on two workers checking one golden file clash as in a serial run.
+        if self.claims is None:
+            self.claims = tempfile.mkdtemp(prefix="graphviz-autograd-golden-claims-")
+        node.workerinput[_CLAIMS_INPUT] = self.claims
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.claims is not None:
+            shutil.rmtree(self.claims, ignore_errors=True)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
