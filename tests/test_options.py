@@ -70,3 +70,45 @@ def test_options_cannot_change_under_a_drawing(tmp_path):
     x = torch.ones(2, requires_grad=True)
     out = render((x * 2).sum(), tmp_path / "g.dot", direction="LR")
     assert "rankdir=LR" in out.read_text()
+
+
+# A value of the wrong type for each field: every field is checked, each once.
+WRONG = {
+    "show_attrs": "yes", "show_saved": 1, "max_attr_chars": 2.5, "direction": "up", "show_no_grad": None,
+    "show_device": "no", "theme": 3, "legend": 3, "clusters": "yes", "show_shapes": 0, "split_shared": [],
+    "depth": "deep", "fold_repeated": 1, "layout": "spring", "layout_budget": "10", "junctions": "on",
+    "expand_limit": -1,
+}
+
+
+def test_every_field_is_checked_with_a_sentence_naming_it():
+    fields = [field.name for field in dataclasses.fields(DrawOptions)]
+    assert sorted(WRONG) == sorted(fields), "give each new field a wrong value here"
+    for name, value in WRONG.items():
+        with pytest.raises(OptionError, match=name) as raised:
+            DrawOptions(**{name: value})
+        message = str(raised.value)
+        assert message.endswith(".") and (repr(value) in message or type(value).__name__ in message)
+        with pytest.raises(OptionError, match=name):
+            DrawOptions().replace(**{name: value})
+
+
+def test_options_hold_nothing_derived_from_a_graph():
+    # How close a long graph's ranks are set is the prepared view's to say.
+    assert "compact" not in {field.name for field in dataclasses.fields(DrawOptions)}
+    long_chain = gpt2_like(blocks=12)
+    assert prepare(long_chain, fold_repeated=False, depth="full").compact is True
+    assert prepare(gpt2_like(blocks=1)).compact is False
+
+
+def test_the_command_line_spells_each_flag_as_the_api_keyword_and_keeps_the_old_spelling_hidden():
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli.commands import main
+
+    shown = CliRunner().invoke(main, ["render", "--help"]).output
+    for keyword in ("show_no_grad", "fold_repeated", "clusters", "show_shapes", "junctions", "split_shared",
+                    "show_device", "max_attr_chars", "show_attrs", "show_saved", "expand_limit", "layout_budget"):
+        assert "--" + keyword.replace("_", "-") in shown, keyword
+    for old in ("--hide-no-grad", "--no-fold ", "--shapes "):
+        assert old not in shown, old

@@ -28,17 +28,18 @@ import click
 from .. import __version__
 from .command_process import run_command
 from ..errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
-from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption
+from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption, DrawOptions
 from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
 from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
     from ..checks.diagnosis import Examination, Finding
     from .model_file import LoadedModel, ModelSpec, Shape
-    from ..options import DrawOptions
     from ..capture.recording import Recorder
 
 PROG_NAME = "graphviz-autograd"
+# The options' defaults, read from the one place that holds them.
+_DEFAULTS = DrawOptions()
 JSON = "json"
 HTML = "html"
 OUTPUT_FORMATS = FORMATS + (JSON,)
@@ -148,7 +149,22 @@ def main() -> None:
     show_default=True,
     help="Layout direction: TB top to bottom, LR left to right.",
 )
-@click.option("--hide-no-grad", is_flag=True, help="Leave out the dashed boxes of inputs that carry no gradient.")
+@click.option(
+    "--show-no-grad/--no-show-no-grad",
+    default=_DEFAULTS.show_no_grad,
+    show_default=True,
+    help="Draw the dashed boxes of inputs that carry no gradient.",
+)
+@click.option("--hide-no-grad", is_flag=True, hidden=True)  # the spelling of 0.1: --no-show-no-grad
+@click.option("--show-device", is_flag=True, default=_DEFAULTS.show_device, help="Add each tensor's device to its box.")
+@click.option(
+    "--max-attr-chars",
+    type=click.IntRange(min=1),
+    default=_DEFAULTS.max_attr_chars,
+    show_default=True,
+    metavar="N",
+    help="Cut labels longer than this many characters.",
+)
 @click.option("--legend", is_flag=True, help="Add a key of the node colours.")
 @click.option(
     "--diagnose",
@@ -182,13 +198,33 @@ def main() -> None:
     "full: every node. fit: every node when the graph fits a page, else the deepest module summary "
     "that does, with a note.",
 )
-@click.option("--no-fold", is_flag=True, help="Keep repeated blocks (h.0 ... h.11) as separate copies, not one.")
-@click.option("--no-clusters", is_flag=True, help="Do not draw modules as boxes around their nodes.")
-@click.option("--shapes", is_flag=True, help="Write the tensor shape on each edge.")
 @click.option(
-    "--no-junctions",
-    is_flag=True,
-    help="Draw each read of an output as its own edge, even where many ops far below read it.",
+    "--fold-repeated/--no-fold-repeated",
+    default=_DEFAULTS.fold_repeated,
+    show_default=True,
+    help="Draw a run of repeated blocks (h.0 ... h.11) once, not as separate copies.",
+)
+@click.option("--no-fold", is_flag=True, hidden=True)  # the spelling of 0.1: --no-fold-repeated
+@click.option(
+    "--clusters/--no-clusters",
+    default=_DEFAULTS.clusters,
+    show_default=True,
+    help="Draw modules as boxes around their nodes.",
+)
+@click.option("--show-shapes", is_flag=True, default=_DEFAULTS.show_shapes, help="Write the tensor shape on each edge.")
+@click.option("--shapes", is_flag=True, hidden=True)  # the spelling of 0.1: --show-shapes
+@click.option(
+    "--split-shared/--no-split-shared",
+    default=_DEFAULTS.split_shared,
+    show_default=True,
+    help="Draw a parameter used many times (an RNN's weights, once per step) once per use.",
+)
+@click.option(
+    "--junctions/--no-junctions",
+    default=_DEFAULTS.junctions,
+    show_default=True,
+    help="Draw an output read by many ops far below it as one trunk with a branch to each; "
+    "--no-junctions draws each read as its own edge.",
 )
 @click.option(
     "--expand-limit",
@@ -225,16 +261,22 @@ def render(
     show_attrs: bool,
     show_saved: bool,
     direction: str,
+    show_no_grad: bool,
     hide_no_grad: bool,
+    show_device: bool,
+    max_attr_chars: int,
     legend: bool,
     diagnose: bool,
     layout: str,
     layout_budget: float,
     depth: DepthOption,
+    fold_repeated: bool,
     no_fold: bool,
-    no_clusters: bool,
+    clusters: bool,
+    show_shapes: bool,
     shapes: bool,
-    no_junctions: bool,
+    split_shared: bool,
+    junctions: bool,
     expand_limit: Optional[int],
     timeout: float,
     no_record: bool,
@@ -267,7 +309,6 @@ def render(
       graphviz-autograd render exported.pt2 -o exported.dot
     """
     from .model_file import load_model, parse_model_spec
-    from ..options import DrawOptions
     from ..capture.recording import record
 
     progress = _Progress(quiet)
@@ -276,15 +317,19 @@ def render(
             show_attrs=show_attrs,
             show_saved=show_saved,
             direction=direction,
-            show_no_grad=not hide_no_grad,
+            show_no_grad=show_no_grad and not hide_no_grad,
+            show_device=show_device,
+            max_attr_chars=max_attr_chars,
             legend=legend,
-            clusters=not no_clusters,
-            show_shapes=shapes,
+            clusters=clusters,
+            show_shapes=show_shapes or shapes,
+            split_shared=split_shared,
             depth=depth,
-            fold_repeated=not no_fold,
+            fold_repeated=fold_repeated and not no_fold,
             layout=layout,
             layout_budget=layout_budget,
-            junctions=not no_junctions,
+            junctions=junctions,
+            expand_limit=_DEFAULTS.expand_limit if expand_limit is None else expand_limit,
         )
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
@@ -308,7 +353,7 @@ def render(
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, show_attrs=show_attrs, timeout=timeout,
-                                expand_limit=DEFAULT_EXPAND_LIMIT if expand_limit is None else expand_limit)
+                                expand_limit=options.expand_limit)
                 assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
