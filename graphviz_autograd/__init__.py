@@ -27,6 +27,7 @@ _HOMES = {
     "NoGraphError": "errors",
     "OptionError": "errors",
     "OutputPathError": "errors",
+    "Overlay": "views.overlays",
     "Recorder": "capture.recording",
     "RenderError": "errors",
     "check": "checks.diagnosis",
@@ -54,6 +55,7 @@ __all__ = [
     "NoGraphError",
     "OptionError",
     "OutputPathError",
+    "Overlay",
     "Recorder",
     "RenderError",
     "check",
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from .errors import NoGraphError as NoGraphError
     from .errors import OptionError as OptionError
     from .errors import OutputPathError as OutputPathError
+    from .views.overlays import Overlay as Overlay
     from .errors import RenderError as RenderError
     from .graph.autograd_graph import AutogradGraph as AutogradGraph
     from .graph.autograd_graph import Edge as Edge
