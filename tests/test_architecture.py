@@ -29,6 +29,7 @@ LAYERS = [
     "deep_graphs",
     "walk",
     "diagnose",
+    "profiling",
     "dot",
     "layout",
     "render",
