@@ -25,6 +25,10 @@ Columns:
 - ``nodes/backward``: the per-node backward times summed, over the backward pass's
   time on the same clock (CPU: its wall time under the profiler); what is left is the
   engine between nodes.
+- ``in nodes``: the share of each measured step's backward that lies in the range of a
+  node of the graph (median over the steps). ``nodes/backward`` sums medians taken node
+  by node, so on a loaded machine, where one step's noise lands on other nodes than the
+  next's, it falls below ``in nodes``; on a quiet one the two agree.
 - ``overhead``: the profiler's own cost, as the profile states it.
 - ``top backward module``: the first row of the backward table.
 """
@@ -160,6 +164,7 @@ def measure(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any]
         f"{spent:.3f}",
         f"{spent / three:.2f}",
         f"{per_node / backward:.3f}" if backward else "-",
+        f"{1 - (profile.unmatched.backward_outside + profile.unmatched.backward_time) / backward:.3f}" if backward else "-",
         f"{100 * overhead:+.0f}%",
         f"{top[0].path} ({100 * top[0].value / profile.step_time:.0f}%)" if top else "-",
     ]
@@ -172,11 +177,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seq-len", type=int, default=128, help="GPT-2's sequence length (default 128)")
     parser.add_argument("--tables", action="store_true", help="also print each case's profile table")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's own choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cases = args.only or list(CASES)
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__} on {args.device} ({platform.processor() or platform.machine()}, {threads} threads)")
-    header = ["model", "nodes", "steps s", "profile s", "profile/3 steps", "nodes/backward", "overhead", "top backward module"]
+    header = ["model", "nodes", "steps s", "profile s", "profile/3 steps", "nodes/backward", "in nodes", "overhead", "top backward module"]
     rows = [header]
     for name in cases:
         if name == "heavy":

@@ -27,7 +27,7 @@ profiler's own cost is measured by timing the same steps without it.
 >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
 >>> profile = profile_step(model, torch.randn(2, 4), steps=2)
 >>> sorted({op.module for op in profile.ops})
-['', '0', '2']
+['0', '1', '2']
 >>> times = profile.node_values("backward_time")
 >>> all(profile.op(node_id).label.endswith(("Backward0", "AccumulateGrad")) for node_id in times)
 True
@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import copy
+import functools
 import json
 import math
 import statistics
@@ -112,6 +113,8 @@ class Unmatched(NamedTuple):
 
     - ``forward_ops``, ``forward_time``: top-level forward ops that created no node of
       the graph (ops on tensors that need no gradient, nodes the outputs do not reach);
+    - ``forward_outside``: forward time in no node's op: Python between the ops, and the
+      part of an op such as ``aten::linear`` spent outside the ``aten::addmm`` that made the node;
     - ``backward_ranges``, ``backward_time``, ``backward_memory``: backward ranges of
       nodes that are not in the graph, or ``AccumulateGrad`` ranges that could not be told apart;
     - ``backward_outside``: backward time outside every node's range (the engine
@@ -125,6 +128,7 @@ class Unmatched(NamedTuple):
 
     forward_ops: float = 0
     forward_time: float = 0.0
+    forward_outside: float = 0.0
     backward_ranges: float = 0
     backward_time: float = 0.0
     backward_memory: float = 0.0
@@ -189,8 +193,7 @@ class StepProfile:
         """``{node id: value}`` of ``metric`` (``forward_time``, ``backward_time`` or
         ``backward_memory``) for the nodes that have one; ids are those of :attr:`graph`."""
         _check_metric(metric)
-        index = OpProfile._fields.index(metric)
-        return {op.id: op[index] for op in self.ops if op[index] is not None}
+        return {op.id: value for op in self.ops if (value := getattr(op, metric)) is not None}
 
     def op(self, node_id: str) -> OpProfile:
         """The measurements of one node; KeyError if the graph has no op of that id."""
@@ -221,10 +224,9 @@ class StepProfile:
                 "This profile's graph knows no modules, so nothing can be summed by module: it was "
                 "walked without a recorder of the model; pass the model to profile_step(model, ...)."
             )
-        index = OpProfile._fields.index(metric)
         totals: dict[str, float] = {}
         for op in self.ops:
-            value = op[index]
+            value = getattr(op, metric)
             if value is None:
                 continue
             path = module_of_call(op.module)
@@ -426,10 +428,10 @@ def check_device(device: str) -> torch.device:
 
 class _Marks(NamedTuple):
     """What a step's driver knows of one measured step: the first sequence number its
-    forward pass could give a node, and how many it gave."""
+    forward pass could give a node, and how many nodes it made."""
 
     base: int
-    count: int
+    nodes: int
 
 
 class _StepRunner:
@@ -468,7 +470,7 @@ class _StepRunner:
             for parameter, grad in grads:
                 parameter.grad = grad
             if self.optimizer is not None:
-                self.optimizer.load_state_dict(optimizer_state)  # type: ignore[arg-type]
+                self.optimizer.load_state_dict(optimizer_state)
 
     def clear_grads(self) -> None:
         if self.model is not None:
@@ -503,7 +505,7 @@ class _StepRunner:
             sync()
         count = _next_sequence_nr() - base
         with _range(_BACKWARD, marked):
-            self.run(name, "backward pass", lambda: _backward(output))
+            self.run(name, "backward pass", functools.partial(_backward, output))
             sync()
         if self.optimizer is not None:
             with _range(_OPTIMIZER, marked):
@@ -531,10 +533,10 @@ class _StepRunner:
         graph = walk(output, self.model, recorder=recorder, collect_sequence_numbers=True)
         self.device = _device_of(output)
         if warmup:
-            self.run("the recorded warm-up step", "backward pass", lambda: _backward(output))
+            self.run("the recorded warm-up step", "backward pass", functools.partial(_backward, output))
             if self.optimizer is not None:
                 self.run("the recorded warm-up step", "optimizer step", self.optimizer.step)
-        del output
+        del output  # the graph goes before the measured steps
         reference = _Marks(base + 1, count - 1)
         for number in range(1, warmup):
             self.step(f"warm-up step {number + 1}")
@@ -548,12 +550,12 @@ class _StepRunner:
             with _profiler(self.device) as profiler:
                 marks, wall, _ = self.step(f"measured step {number + 1}", marked=True)
             profiled_times.append(wall)
-            if marks.count != reference.count:
+            if marks.nodes != reference.nodes:
                 notes.append(
-                    f"measured step {number + 1} made {marks.count} autograd nodes where the recorded step made "
-                    f"{reference.count}: its forward pass took another path, so its matches may be off"
+                    f"measured step {number + 1} made {marks.nodes} autograd nodes where the recorded step made "
+                    f"{reference.nodes}: its forward pass took another path, so its matches may be off"
                 )
-            traces.append(matcher.read(profiler.profiler.kineto_results.events(), marks))  # type: ignore[union-attr]
+            traces.append(matcher.read(profiler.kineto_results.events(), marks))
         return matcher.combine(
             traces,
             steps=steps,
@@ -604,10 +606,17 @@ def _range(name: str, marked: bool) -> Any:
 
 
 def _profiler(device: torch.device) -> Any:
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
-    return torch.profiler.profile(activities=activities, profile_memory=True, record_shapes=False, with_stack=False)
+    """The profiler of one measured step. ``torch.autograd.profiler.profile`` rather than
+    ``torch.profiler.profile``, which on its first start imports ``torch._inductor``
+    (seconds, to read one setting we do not use)."""
+    return torch.autograd.profiler.profile(
+        use_cpu=True,
+        use_device="cuda" if device.type == "cuda" else None,
+        profile_memory=True,
+        record_shapes=False,
+        with_stack=False,
+        use_kineto=True,
+    )
 
 
 def _first_line(error: BaseException) -> str:
@@ -633,6 +642,22 @@ class _StepValues(NamedTuple):
     memory: dict[str, float]
     unmatched: Unmatched
     totals: dict[str, float]
+
+
+class _Leftover:
+    """What a step's backward ranges left unmatched (seconds and bytes), as they are counted."""
+
+    def __init__(self) -> None:
+        self.ranges = 0
+        self.time = 0.0
+        self.memory = 0.0
+        self.all_time = 0.0  # every node's range, matched or not
+        self.shared = 0  # AccumulateGrad nodes that share their ranges' total
+
+    def add(self, value: float, allocated: float) -> None:
+        self.ranges += 1
+        self.time += value
+        self.memory += allocated
 
 
 class _Events:
@@ -665,6 +690,8 @@ class _Events:
             if name in _PHASES:
                 self.phases[name] = (start, start + event.duration_ns(), thread)
                 continue
+            if event.linked_correlation_id():
+                continue  # a CUDA runtime call (cudaLaunchKernel): its kernel names the op that made the call
             self.ranges.append((start, start + event.duration_ns(), thread, event.sequence_nr(), name))
             if cuda:
                 launched_by[event.correlation_id()] = (thread, start)
@@ -714,8 +741,7 @@ class _Matcher:
     def __init__(self, graph: AutogradGraph, reference: _Marks, device: torch.device):
         self.graph = graph
         self.device = device
-        self.count = reference.count
-        # sequence number counted from the step's first -> node id
+                # sequence number counted from the step's first -> node id
         self.node_of = {number - reference.base: node_id for node_id, number in graph.sequence_numbers}
         self.op_ids = [n.id for n in graph.nodes if n.kind == OP]
         self.accumulate_ids = [n.id for n in graph.nodes if n.kind == ACCUMULATE_GRAD]
@@ -728,17 +754,18 @@ class _Matcher:
 
     def read(self, raw_events: Iterable[Any], marks: _Marks) -> _StepValues:
         events = _Events(raw_events, self.device)
-        forward, forward_left = self.forward(events, marks)
-        backward, memory, backward_left = self.backward(events, marks)
+        forward, (forward_ops, forward_time) = self.forward(events, marks)
+        backward, memory, left = self.backward(events, marks)
         totals = self.totals(events)
         unmatched = Unmatched(
-            forward_ops=forward_left[0],
-            forward_time=forward_left[1] / 1e9,
-            backward_ranges=backward_left[0],
-            backward_time=backward_left[1] / 1e9,
-            backward_memory=backward_left[2],
-            backward_outside=max(0.0, totals.get("backward", 0.0) - backward_left[3] / 1e9),
-            shared_accumulate=int(backward_left[4]),
+            forward_ops=forward_ops,
+            forward_time=forward_time / 1e9,
+            forward_outside=max(0.0, totals.get("forward", 0.0) - sum(forward.values()) - forward_time / 1e9),
+            backward_ranges=left.ranges,
+            backward_time=left.time,
+            backward_memory=left.memory,
+            backward_outside=max(0.0, totals.get("backward", 0.0) - left.all_time),
+            shared_accumulate=left.shared,
         )
         return _StepValues(forward, backward, memory, unmatched, totals)
 
@@ -769,7 +796,7 @@ class _Matcher:
         used_outer: set[int] = set()
         for number, i in creator.items():
             node_id = self.node_of.get(number - marks.base)
-            if node_id is None or not 0 <= number - marks.base < marks.count:
+            if node_id is None or not 0 <= number - marks.base < marks.nodes:
                 continue
             begin, finish, thread_id, _, _ = inside[i]
             matched[node_id] = events.time(thread_id, begin, finish) / 1e9
@@ -781,68 +808,71 @@ class _Matcher:
                 left_time += events.time(inside[i][2], inside[i][0], inside[i][1])
         return matched, (left_count, left_time)
 
-    def backward(
-        self, events: _Events, marks: _Marks
-    ) -> tuple[dict[str, float], dict[str, float], tuple[int, float, float, float, int]]:
-        """Node id -> backward time and allocated bytes; what was left over:
-        (ranges, their time, their bytes, time of all node ranges, AccumulateGrad nodes shared)."""
+    def backward(self, events: _Events, marks: _Marks) -> tuple[dict[str, float], dict[str, float], _Leftover]:
+        """Node id -> backward time and allocated bytes, and what was left over."""
+        times: dict[str, float] = {}
+        memory: dict[str, float] = {}
+        left = _Leftover()
         phase = events.phases.get(_BACKWARD)
         if phase is None:
-            return {}, {}, (0, 0.0, 0.0, 0.0, 0)
+            return times, memory, left
         start, end, _ = phase
         per_thread: dict[int, list[tuple[int, int, int, str]]] = {}
         for begin, finish, thread, number, name in events.ranges:
             if start <= begin <= end and name.startswith(_EVALUATE):
                 per_thread.setdefault(thread, []).append((begin, finish, number, name))
-        times: dict[str, float] = {}
-        memory: dict[str, float] = {}
-        left_count, left_time, left_memory, all_time = 0, 0.0, 0.0, 0.0
-        shared = 0
-        taken: set[str] = set()
+        taken: set[str] = set()  # AccumulateGrad nodes matched in this step
         for thread, ranges in per_thread.items():
             ranges.sort()
+            # Autograd runs an AccumulateGrad as soon as the node that feeds it is done
+            # (it sorts first in the ready queue): the ranges after a node's are its own.
             producer: Optional[str] = None
-            run: list[tuple[float, float]] = []  # the AccumulateGrad ranges after producer
-
-            def settle() -> None:
-                nonlocal left_count, left_time, left_memory, shared
-                if not run:
-                    return
-                candidates = [a for a in self.fed.get(producer, []) if a not in taken] if producer else []
-                if len(candidates) == len(run):
-                    time_each = sum(t for t, _ in run) / len(run)
-                    memory_each = sum(m for _, m in run) / len(run)
-                    for index, node_id in enumerate(candidates):
-                        taken.add(node_id)
-                        times[node_id] = run[index][0] if len(run) == 1 else time_each
-                        memory[node_id] = run[index][1] if len(run) == 1 else memory_each
-                    if len(run) > 1:
-                        shared += len(run)
-                else:
-                    left_count += len(run)
-                    left_time += sum(t for t, _ in run)
-                    left_memory += sum(m for _, m in run)
-                run.clear()
-
+            run: list[tuple[float, float]] = []  # (time, bytes) of the AccumulateGrad ranges after producer
             for begin, finish, number, name in ranges:
-                value = events.time(thread, begin, finish)
+                value = events.time(thread, begin, finish) / 1e9
                 allocated = events.allocated(thread, begin, finish)
-                all_time += value
+                left.all_time += value
                 if name.endswith("AccumulateGrad"):
-                    run.append((value / 1e9, allocated))
+                    run.append((value, allocated))
                     continue
-                settle()
-                node_id = self.node_of.get(number - marks.base) if 0 <= number - marks.base < marks.count else None
-                producer = node_id
-                if node_id is None:
-                    left_count += 1
-                    left_time += value / 1e9
-                    left_memory += allocated
+                self.settle(producer, run, taken, times, memory, left)
+                run = []
+                relative = number - marks.base
+                producer = self.node_of.get(relative) if 0 <= relative < marks.nodes else None
+                if producer is None:
+                    left.add(value, allocated)
                     continue
-                times[node_id] = value / 1e9
-                memory[node_id] = allocated
-            settle()
-        return times, memory, (left_count, left_time, left_memory, all_time, shared)
+                times[producer] = value
+                memory[producer] = allocated
+            self.settle(producer, run, taken, times, memory, left)
+        return times, memory, left
+
+    def settle(
+        self,
+        producer: Optional[str],
+        run: list[tuple[float, float]],
+        taken: set[str],
+        times: dict[str, float],
+        memory: dict[str, float],
+        left: "_Leftover",
+    ) -> None:
+        """Give the AccumulateGrad ranges that ran after ``producer``'s to the AccumulateGrad
+        nodes it feeds; several of them (a weight and its bias) share the ranges' total equally."""
+        if not run:
+            return
+        candidates = [a for a in self.fed.get(producer, []) if a not in taken] if producer else []
+        if len(candidates) != len(run):
+            for value, allocated in run:
+                left.add(value, allocated)
+            return
+        time_each = sum(t for t, _ in run) / len(run)
+        memory_each = sum(m for _, m in run) / len(run)
+        for (value, allocated), node_id in zip(run, candidates):
+            taken.add(node_id)
+            times[node_id] = value if len(run) == 1 else time_each
+            memory[node_id] = allocated if len(run) == 1 else memory_each
+        if len(run) > 1:
+            left.shared += len(run)
 
     def totals(self, events: _Events) -> dict[str, float]:
         """Forward, backward and optimizer time on the clock, in seconds, and the bytes the backward allocated."""
@@ -871,25 +901,29 @@ class _Matcher:
     ) -> StepProfile:
         graph = self.graph
 
-        def median_of(which: int, node_id: str) -> Optional[float]:
-            values = [v[which][node_id] for v in steps_values if node_id in v[which]]
-            return statistics.median(values) if values else None
+        def median_of(values: Iterable[dict[str, float]], node_id: str) -> Optional[float]:
+            found = [step[node_id] for step in values if node_id in step]
+            return statistics.median(found) if found else None
 
+        forward = [v.forward for v in steps_values]
+        backward = [v.backward for v in steps_values]
+        memory = [v.memory for v in steps_values]
         ops = []
         for node in graph.nodes:
             if node.kind not in (OP, ACCUMULATE_GRAD):
                 continue
             ops.append(OpProfile(
                 node.id, node.kind, node.label, node.module,
-                median_of(0, node.id) if node.kind == OP else None, median_of(1, node.id), median_of(2, node.id),
+                median_of(forward, node.id) if node.kind == OP else None,
+                median_of(backward, node.id),
+                median_of(memory, node.id),
             ))
         left = [v.unmatched for v in steps_values]
-        unmatched = Unmatched(
-            *(statistics.median(getattr(u, f) for u in left) for f in Unmatched._fields[:6]),  # type: ignore[arg-type]
-            ops_without_forward=sum(1 for op in ops if op.kind == OP and op.forward_time is None),
-            nodes_without_backward=sum(1 for op in ops if op.backward_time is None),
-            shared_accumulate=int(statistics.median(u.shared_accumulate for u in left)),
-        )
+        counted: dict[str, Any] = {f: statistics.median(getattr(u, f) for u in left) for f in Unmatched._fields}
+        counted["ops_without_forward"] = sum(1 for op in ops if op.kind == OP and op.forward_time is None)
+        counted["nodes_without_backward"] = sum(1 for op in ops if op.backward_time is None)
+        counted["shared_accumulate"] = int(counted["shared_accumulate"])
+        unmatched = Unmatched(**counted)
         keys = sorted({k for v in steps_values for k in v.totals})
         totals = {k: statistics.median(v.totals.get(k, 0.0) for v in steps_values) for k in keys}
         step_time = statistics.median(
@@ -1008,15 +1042,19 @@ def _unmatched_lines(profile: StepProfile) -> list[str]:
     ops = [op for op in profile.ops if op.kind == OP]
     accumulate = len(profile.ops) - len(ops)
     totals = profile.totals
+    forward, backward = totals.get("forward", 0.0), totals.get("backward", 0.0)
     lines = [
-        f"matched: {len(ops) - u.ops_without_forward} of {len(ops)} op nodes to a forward op, "
+        f"matched: {len(ops) - u.ops_without_forward} of {len(ops)} op nodes to their forward op, "
         f"{len(profile.ops) - u.nodes_without_backward} of {len(profile.ops)} op and AccumulateGrad nodes "
-        f"to a backward range\n",
-        f"not matched: {u.forward_ops:g} top-level forward ops that made no node of the graph "
-        f"({format_seconds(u.forward_time)}, {_share(u.forward_time, totals.get('forward', 0.0))} of the forward); "
-        f"{u.backward_ranges:g} backward ranges of no node of the graph ({format_seconds(u.backward_time)}, "
-        f"{format_bytes(int(u.backward_memory))}); {format_seconds(u.backward_outside)} of the backward "
-        f"outside every node's range ({_share(u.backward_outside, totals.get('backward', 0.0))})\n",
+        f"to their backward range\n",
+        f"forward in no node: {u.forward_ops:g} top-level ops that made no node of the graph "
+        f"({format_seconds(u.forward_time)}, {_share(u.forward_time, forward)}); "
+        f"{format_seconds(u.forward_outside)} outside the nodes' ops "
+        f"({_share(u.forward_outside, forward)}: Python between ops, wrappers such as aten::linear)\n",
+        f"backward in no node: {u.backward_ranges:g} ranges of no node of the graph "
+        f"({format_seconds(u.backward_time)}, {format_bytes(int(u.backward_memory))}); "
+        f"{format_seconds(u.backward_outside)} outside every node's range "
+        f"({_share(u.backward_outside, backward)}: the engine between nodes)\n",
     ]
     if u.shared_accumulate:
         lines.append(
