@@ -31,10 +31,12 @@ _HOMES = {
     "OutputPathError": "errors",
     "Recorder": "record",
     "RenderError": "errors",
+    "StepProfile": "profiling",
     "check": "diagnose",
     "collapse": "collapse",
     "explore": "explore",
     "make_dot": "api",
+    "profile_step": "profiling",
     "record": "record",
     "render": "api",
     "to_dot": "dot",
@@ -58,10 +60,12 @@ __all__ = [
     "OutputPathError",
     "Recorder",
     "RenderError",
+    "StepProfile",
     "check",
     "collapse",
     "explore",
     "make_dot",
+    "profile_step",
     "record",
     "render",
     "to_dot",
@@ -90,6 +94,8 @@ if TYPE_CHECKING:
     from .graph import Edge as Edge
     from .graph import ModuleInfo as ModuleInfo
     from .graph import Node as Node
+    from .profiling import StepProfile as StepProfile
+    from .profiling import profile_step as profile_step
     from .record import Recorder as Recorder
     from .record import record as record
     from .walk import walk as walk

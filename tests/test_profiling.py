@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 from torch import nn
 
-from graphviz_autograd import GraphvizAutogradError, ModuleInfo, OptionError, walk
+from graphviz_autograd import GraphvizAutogradError, ModuleInfo, OptionError, StepProfile, profile_step, walk
 from graphviz_autograd.cli import main
 from graphviz_autograd.dot import to_dot
 from graphviz_autograd.errors import DeviceUnavailableError, MetaDeviceError, NoModulesError, StepFailedError
@@ -23,10 +23,8 @@ from graphviz_autograd.profiling import (
     BACKWARD_TIME,
     FORWARD_TIME,
     OpProfile,
-    StepProfile,
     Unmatched,
     check_device,
-    profile_step,
 )
 
 MNIST = str(Path(__file__).resolve().parent.parent / "samples" / "mnist_cnn.py")
