@@ -682,7 +682,8 @@ class _Events:
                     allocations.setdefault(event.start_thread_id(), []).append((event.start_ns(), size))
                 continue
             if device_type != cpu_type:
-                if cuda and name not in _PHASES:
+                # Kernels, copies and sets; a record_function range's span on the GPU is none of them.
+                if cuda and not event.is_user_annotation():
                     kernels.append((event.linked_correlation_id(), event.duration_ns()))
                 continue
             start = event.start_ns()

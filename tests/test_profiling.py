@@ -328,3 +328,63 @@ def test_the_profile_command_asked_for_cuda_without_it_exits_with_one_line():
         "profile on cpu instead."
     ] or "no CUDA device is visible" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- the CUDA clock, on events made by hand ----------------------------------------
+
+
+class FakeEvent:
+    """What the matcher reads of a kineto event."""
+
+    def __init__(self, name, start, duration, thread=1, *, sequence_nr=-1, correlation=0, linked=0, nbytes=0,
+                 device="CPU", annotation=False):
+        self._values = dict(name=name, start_ns=start, duration_ns=duration, start_thread_id=thread,
+                            sequence_nr=sequence_nr, correlation_id=correlation, linked_correlation_id=linked,
+                            nbytes=nbytes, device_type=getattr(torch.autograd.DeviceType, device),
+                            is_user_annotation=annotation)
+
+    def __getattr__(self, name):
+        return lambda: self._values[name]
+
+
+def test_on_cuda_each_range_gets_the_kernels_launched_inside_it_and_the_bytes_allocated_there():
+    # Private names: no CUDA here, so the matcher is fed the events a CUDA step gives.
+    from graphviz_autograd.graph import AutogradGraph, Edge, Node
+    from graphviz_autograd.profiling import _Marks, _Matcher
+
+    graph = AutogradGraph(
+        (Node("n0", "output", ""), Node("n1", "op", "SumBackward0"), Node("n2", "op", "MulBackward0"),
+         Node("n3", "accumulate_grad", "AccumulateGrad"), Node("n4", "parameter", "w")),
+        (Edge("n1", "n0"), Edge("n2", "n1"), Edge("n3", "n2"), Edge("n4", "n3")),
+    ).with_sequence_numbers([("n1", 11), ("n2", 10)])
+    forward, backward, engine = 1, 1, 2  # threads: the step's, and autograd's device thread
+    events = [
+        FakeEvent("graphviz_autograd: forward", 1000, 1000, forward, annotation=True),
+        FakeEvent("aten::mul", 1100, 100, forward, sequence_nr=110, correlation=1),
+        FakeEvent("aten::sum", 1300, 100, forward, sequence_nr=111, correlation=2),
+        FakeEvent("aten::add", 1500, 100, forward, sequence_nr=112, correlation=3),  # makes no node of the graph
+        FakeEvent("graphviz_autograd: backward", 3000, 1000, backward, annotation=True),
+        FakeEvent("autograd::engine::evaluate_function: SumBackward0", 3100, 100, engine, sequence_nr=111),
+        FakeEvent("aten::expand", 3110, 40, engine, correlation=4),
+        FakeEvent("[memory]", 3120, 0, engine, nbytes=256, device="CUDA"),
+        FakeEvent("autograd::engine::evaluate_function: MulBackward0", 3300, 100, engine, sequence_nr=110),
+        FakeEvent("aten::mul", 3310, 80, engine, correlation=5),
+        FakeEvent("cudaLaunchKernel", 3320, 5, engine, correlation=99, linked=5),  # a runtime call, no range
+        FakeEvent("[memory]", 3330, 0, engine, nbytes=512, device="CUDA"),
+        FakeEvent("[memory]", 3340, 0, engine, nbytes=-512, device="CUDA"),  # frees are not counted
+        FakeEvent("[memory]", 3350, 0, engine, nbytes=4096),  # host memory: another device
+        FakeEvent("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 3500, 50, engine),
+        FakeEvent("aten::add_", 3510, 30, engine, correlation=6),
+    ]
+    kernels = {1: 50, 2: 7, 3: 5, 4: 11, 5: 13, 6: 3}
+    events += [FakeEvent("kernel", 5000 + c, d, 7, linked=c, device="CUDA") for c, d in kernels.items()]
+    events.append(FakeEvent("graphviz_autograd: backward", 5000, 999, 7, linked=0, device="CUDA", annotation=True))
+
+    step = _Matcher(graph, _Marks(10, 2), torch.device("cuda")).read(events, _Marks(110, 2))
+    assert step.forward == {"n2": 50e-9, "n1": 7e-9}
+    assert step.backward == {"n1": 11e-9, "n2": 13e-9, "n3": 3e-9}
+    assert step.memory == {"n1": 256.0, "n2": 512.0, "n3": 0.0}
+    assert (step.unmatched.forward_ops, step.unmatched.forward_time) == (1, 5e-9)
+    assert step.totals["backward"] == 27e-9 and step.totals["forward"] == 62e-9
+    assert step.totals["backward_memory"] == 768.0
+    assert step.unmatched.backward_outside == 0.0 and step.unmatched.backward_ranges == 0
