@@ -455,7 +455,10 @@ def profile_command(
                 click.echo(f"note: {note}", err=True)
             if target.type != "cpu":
                 loaded = _moved_to(loaded, target)
-            progress(f"running {warmup} warm-up and {2 * steps} measured steps on {device}...")
+            progress(
+                f"running {warmup} warm-up step{'s' if warmup != 1 else ''}, then {steps} step{'s' if steps != 1 else ''} "
+                f"with the profiler and {steps} without it, on {device}..."
+            )
             with _model_named_in_errors(loaded):
                 profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup)
     click.echo(profile.to_json() if as_json else profile.table(top=top), nl=False)

@@ -338,9 +338,9 @@ def profile_step(
     ``steps`` with it, one of each in turn. The result holds the median of each.
 
     Everything a step changes is put back, also when a step raises: parameters and
-    buffers (copied before the first step), each parameter's ``.grad`` (the same tensor
-    object), the optimizer's state (``state_dict()``), and the CPU and CUDA random
-    number generators. Not put back: anything the forward pass changes outside the
+    buffers (copied before the first step), the ``.grad`` of each parameter of the model
+    or the optimizer and of each input that requires grad (the same tensor object), the
+    optimizer's state (``state_dict()``), and the CPU and CUDA random number generators. Not put back: anything the forward pass changes outside the
     model (a global counter, a cache), and tensors a ``step()`` function holds that
     are none of the model's.
 
@@ -367,7 +367,7 @@ def profile_step(
         forward = _model_forward(model, inputs, loss)
     if model is not None:
         _check_not_meta(model)
-    runner = _StepRunner(model, forward, optimizer)
+    runner = _StepRunner(model, forward, optimizer, inputs)
     with runner.state_kept():
         return runner.profile(steps, warmup)
 
@@ -437,27 +437,36 @@ class _Marks(NamedTuple):
 class _StepRunner:
     """Runs the steps of one :func:`profile_step` call and puts the model back after."""
 
-    def __init__(self, model: Optional[torch.nn.Module], forward: Callable[[], Any], optimizer: Optional[Any]):
+    def __init__(
+        self,
+        model: Optional[torch.nn.Module],
+        forward: Callable[[], Any],
+        optimizer: Optional[Any],
+        inputs: Any = None,
+    ):
         self.model = model
         self.forward = forward
         self.optimizer = optimizer
         self.device = torch.device("cpu")
-        self.phase = ""
-        self.step_name = ""
+        # Every tensor whose .grad a step sets: the model's parameters, the optimizer's,
+        # and inputs that require grad; each once.
+        leaves: dict[int, torch.Tensor] = {}
+        if model is not None:
+            leaves.update((id(p), p) for p in model.parameters())
+        if optimizer is not None:
+            leaves.update((id(p), p) for group in optimizer.param_groups for p in group["params"])
+        leaves.update((id(t), t) for _, t in named_tensors(inputs) if t.requires_grad and t.grad_fn is None)
+        self.leaves = list(leaves.values())
 
     # --- state ---
 
     @contextlib.contextmanager
     def state_kept(self) -> Iterator[None]:
-        tensors: list[tuple[torch.Tensor, torch.Tensor]] = []
-        grads: list[tuple[torch.Tensor, Optional[torch.Tensor]]] = []
+        kept = {id(t): t for t in self.leaves}
         if self.model is not None:
-            seen: set[int] = set()
-            for tensor in [*self.model.parameters(), *self.model.buffers()]:
-                if id(tensor) not in seen:
-                    seen.add(id(tensor))
-                    tensors.append((tensor, tensor.detach().clone()))
-            grads = [(p, p.grad) for p in self.model.parameters()]
+            kept.update((id(b), b) for b in self.model.buffers())
+        tensors = [(tensor, tensor.detach().clone()) for tensor in kept.values()]
+        grads = [(leaf, leaf.grad) for leaf in self.leaves]
         optimizer_state = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
         cuda_devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         try:
@@ -467,22 +476,20 @@ class _StepRunner:
             with torch.no_grad():
                 for tensor, saved in tensors:
                     tensor.copy_(saved)
-            for parameter, grad in grads:
-                parameter.grad = grad
+            for leaf, grad in grads:
+                leaf.grad = grad
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(optimizer_state)
 
     def clear_grads(self) -> None:
-        if self.model is not None:
-            for parameter in self.model.parameters():
-                parameter.grad = None
-        if self.optimizer is not None:
-            self.optimizer.zero_grad(set_to_none=True)
+        """Every ``.grad`` a step sets to None, as ``optimizer.zero_grad()`` leaves them: the
+        tensors that were there before are never written to."""
+        for leaf in self.leaves:
+            leaf.grad = None
 
     # --- one step ---
 
     def run(self, name: str, phase: str, call: Callable[[], Any]) -> Any:
-        self.step_name, self.phase = name, phase
         try:
             return call()
         except GraphvizAutogradError:

@@ -217,10 +217,12 @@ def test_a_profile_survives_json_and_gives_the_same_table():
 def test_parameters_buffers_grads_optimizer_state_and_random_numbers_are_put_back():
     torch.manual_seed(0)
     model = Blocks()
-    x = torch.randn(4, 6)
+    x = torch.randn(4, 6, requires_grad=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
     model(x).backward()
-    optimizer.step()  # the optimizer has state, and each parameter a .grad
+    optimizer.step()  # the optimizer has state, and each parameter and the input a .grad
+    input_grad = x.grad
+    input_grad_value = input_grad.clone()
     grads = {name: p.grad for name, p in model.named_parameters()}
     grad_values = {name: g.clone() for name, g in grads.items()}
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -236,6 +238,7 @@ def test_parameters_buffers_grads_optimizer_state_and_random_numbers_are_put_bac
     after = optimizer.state_dict()
     assert torch.equal(after["state"][0]["exp_avg"], exp_avg) and after["state"][0]["step"] == optimizer_state["state"][0]["step"]
     assert torch.equal(torch.get_rng_state(), rng)
+    assert x.grad is input_grad and torch.equal(x.grad, input_grad_value)
 
 
 def test_a_step_that_raises_says_where_and_leaves_the_model_as_it_was():
