@@ -391,3 +391,19 @@ def test_on_cuda_each_range_gets_the_kernels_launched_inside_it_and_the_bytes_al
     assert step.totals["backward"] == 27e-9 and step.totals["forward"] == 62e-9
     assert step.totals["backward_memory"] == 768.0
     assert step.unmatched.backward_outside == 0.0 and step.unmatched.backward_ranges == 0
+
+
+def test_the_profile_commands_help_imports_no_torch():
+    code = (
+        "import sys\n"
+        "from graphviz_autograd.cli import main\n"
+        "try:\n"
+        "    main(['profile', '--help'], prog_name='graphviz-autograd')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--steps N" in result.stdout and "--device DEVICE" in result.stdout and "--top N" in result.stdout
+    assert result.stdout.strip().endswith("False")
