@@ -330,8 +330,8 @@ def profile_step(
     arguments, a dict of keyword arguments or a single value; without ``loss``, the
     backward pass starts from every output tensor with a gradient of ones), or
     ``step()``, a function of no arguments that runs the forward pass and returns the loss.
-    Each step starts with every ``.grad`` of the model set to None, as
-    ``optimizer.zero_grad()`` leaves them.
+    Each step starts with every ``.grad`` it will set (the model's and the optimizer's
+    parameters', inputs' that require grad) set to None, as ``optimizer.zero_grad()`` leaves them.
 
     The first of ``warmup`` steps is recorded (:func:`~graphviz_autograd.record.record`)
     and its graph walked; then ``steps`` steps are timed without the profiler and
@@ -340,9 +340,9 @@ def profile_step(
     Everything a step changes is put back, also when a step raises: parameters and
     buffers (copied before the first step), the ``.grad`` of each parameter of the model
     or the optimizer and of each input that requires grad (the same tensor object), the
-    optimizer's state (``state_dict()``), and the CPU and CUDA random number generators. Not put back: anything the forward pass changes outside the
-    model (a global counter, a cache), and tensors a ``step()`` function holds that
-    are none of the model's.
+    optimizer's state (``state_dict()``), and the CPU and CUDA random number generators.
+    Not put back: anything the forward pass changes outside the model (a global counter,
+    a cache), and tensors a ``step()`` function holds that are none of the model's.
 
     >>> import torch
     >>> net = torch.nn.Linear(3, 1)
@@ -518,7 +518,7 @@ class _StepRunner:
             with _range(_OPTIMIZER, marked):
                 self.run(name, "optimizer step", self.optimizer.step)
                 sync()
-        # The marks cost two tiny ops; they are left out of the wall time as well as they can be.
+        # Both kinds of step carry the two marks (a view each, microseconds) in their wall time.
         return _Marks(base + 1, count - 1), time.perf_counter() - started, output
 
     def synchronize(self) -> None:
@@ -749,11 +749,9 @@ class _Matcher:
     def __init__(self, graph: AutogradGraph, reference: _Marks, device: torch.device):
         self.graph = graph
         self.device = device
-                # sequence number counted from the step's first -> node id
+        # sequence number counted from the step's first -> node id
         self.node_of = {number - reference.base: node_id for node_id, number in graph.sequence_numbers}
-        self.op_ids = [n.id for n in graph.nodes if n.kind == OP]
-        self.accumulate_ids = [n.id for n in graph.nodes if n.kind == ACCUMULATE_GRAD]
-        accumulating = set(self.accumulate_ids)
+        accumulating = {n.id for n in graph.nodes if n.kind == ACCUMULATE_GRAD}
         # op node id -> the AccumulateGrad nodes it feeds (edges run from input to consumer)
         self.fed: dict[str, list[str]] = {}
         for edge in graph.edges:
