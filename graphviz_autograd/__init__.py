@@ -30,10 +30,12 @@ _HOMES = {
     "Overlay": "views.overlays",
     "Recorder": "capture.recording",
     "RenderError": "errors",
+    "StepProfile": "checks.profiling",
     "check": "checks.diagnosis",
     "collapse": "views.collapsing",
     "explore": "explorer.pages",
     "make_dot": "api",
+    "profile_step": "checks.profiling",
     "record": "capture.recording",
     "render": "api",
     "to_dot": "drawing.dot_writer",
@@ -58,10 +60,12 @@ __all__ = [
     "Overlay",
     "Recorder",
     "RenderError",
+    "StepProfile",
     "check",
     "collapse",
     "explore",
     "make_dot",
+    "profile_step",
     "record",
     "render",
     "to_dot",
@@ -94,6 +98,8 @@ if TYPE_CHECKING:
     from .capture.recording import Recorder as Recorder
     from .capture.recording import record as record
     from .capture.walking import walk as walk
+    from .checks.profiling import StepProfile as StepProfile
+    from .checks.profiling import profile_step as profile_step
 
 
 def _public(name: str) -> Any:

@@ -48,3 +48,19 @@ class CheckFailedError(GraphvizAutogradError, AssertionError):
 
 class LayoutTimeoutError(RenderError):
     """Graphviz did not finish within the time it was given (and was stopped)."""
+
+
+class StepFailedError(GraphvizAutogradError, RuntimeError):
+    """A training step being profiled raised; the model's state was restored before this was raised."""
+
+
+class DeviceUnavailableError(GraphvizAutogradError, RuntimeError):
+    """A device was asked for that this machine or this build of torch does not have (CUDA without CUDA)."""
+
+
+class MetaDeviceError(GraphvizAutogradError, ValueError):
+    """A model on the meta device has shapes but no data: there is nothing to run and time."""
+
+
+class NoModulesError(GraphvizAutogradError, ValueError):
+    """A roll-up by module was asked of a graph that knows no modules (walked without a recorder of the model)."""

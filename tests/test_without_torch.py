@@ -24,7 +24,7 @@ from .module_graphs import gpt2_like
 from .test_architecture import MODULES
 
 # The modules that read tensors; every other module imports without torch.
-TORCH_MODULES = {"capture.attribute_names", "capture.naming", "capture.recording", "capture.walking", "checks.diagnosis", "api", "cli.model_file"}
+TORCH_MODULES = {"capture.attribute_names", "capture.naming", "capture.recording", "capture.walking", "checks.diagnosis", "checks.profiling", "api", "cli.model_file"}
 DRAWING_MODULES = [name for name in MODULES if name not in TORCH_MODULES and name != "__init__"]
 
 
@@ -56,7 +56,7 @@ def test_a_graph_built_by_hand_renders_to_svg(tmp_path):
 
 
 def test_the_command_line_answers_help_and_version():
-    for args in (["--version"], ["render", "--help"], ["check", "--help"]):
+    for args in (["--version"], ["render", "--help"], ["check", "--help"], ["profile", "--help"]):
         result = subprocess.run(
             [sys.executable, "-m", "graphviz_autograd", *args], capture_output=True, text=True, timeout=60
         )

@@ -81,6 +81,7 @@ def walk(
     collect_saved: bool = False,
     collect_shapes: bool = False,
     recorder: Optional["Recorder"] = None,
+    collect_sequence_numbers: bool = False,
 ) -> AutogradGraph:
     """Walk the backward graph of ``outputs`` and return it as plain data.
 
@@ -101,6 +102,10 @@ def walk(
     ``recorder`` (from :func:`~graphviz_autograd.capture.recording.record`) adds what a recorded
     forward pass knows: each op's module, the modules of the model, and why each
     input without gradient lost it.
+
+    ``collect_sequence_numbers`` records each op node's autograd sequence number
+    (:attr:`AutogradGraph.sequence_numbers`), the number the profiler tags its
+    forward op and its backward with (see :mod:`graphviz_autograd.checks.profiling`).
     """
     # A lone tensor (a loss) is the common case: named '' without starting the
     # generator that takes a nesting apart.
@@ -117,6 +122,8 @@ def walk(
     walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
     with _gc_paused:
         graph = walker.run(with_graph)
+    if collect_sequence_numbers:
+        graph = graph.with_sequence_numbers(_sequence_numbers(walker.fn_index))
     deep_graphs.hold(walker.fn_index)
     if recorder is not None:
         recorder.note_unseen({n.label for n in graph.nodes if n.kind == OP})
@@ -160,6 +167,19 @@ class _GcPause:
 
 
 _gc_paused = _GcPause()
+
+
+def _sequence_numbers(fn_index: dict[Any, int]) -> tuple[tuple[str, int], ...]:
+    """(node id, autograd sequence number) of each op node, in walk order.
+
+    Read after the walk, so that a walk that does not ask pays nothing. AccumulateGrad
+    nodes have no number of their own (autograd gives them the largest uint64) and are left out.
+    """
+    numbered = sorted((index, fn._sequence_nr()) for fn, index in fn_index.items())
+    return tuple((f"n{index}", number) for index, number in numbered if number < _NO_SEQUENCE_NR)
+
+
+_NO_SEQUENCE_NR = 2**63  # AccumulateGrad's is 2**64 - 1
 
 
 # --- outputs -----------------------------------------------------------------------

@@ -774,6 +774,28 @@ def repeated_module_groups(
     >>> repeated_module_groups({"h.0.mlp": (4, 1, ("n1",)), "h.1.mlp": (4, 1, ("n2",)), "head": (2, 1, ("n3",))}, types)
     {'h.*.mlp': (8, 2, ('n1', 'n2'), 2), 'head': (2, 1, ('n3',), 1)}
     """
+    groups: dict[str, tuple[int, int, tuple[str, ...], int]] = {}
+    for pattern, paths in repeated_module_patterns(by_module, types).items():
+        size = sum(by_module[p][0] for p in paths)
+        count = sum(by_module[p][1] for p in paths)
+        ops = tuple(op for p in paths for op in by_module[p][2])
+        groups[pattern if len(paths) > 1 else paths[0]] = (size, count, ops, len(paths))
+    return groups
+
+
+def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> dict[str, list[str]]:
+    """``paths`` grouped by the pattern they share when each index in a list of alike
+    blocks is written ``*`` (``layers.0.mlp`` and ``layers.1.mlp`` under ``layers.*.mlp``),
+    in the order of their first path.
+
+    ``types`` maps each module path to its class name: an index is replaced by ``*``
+    only in a container whose children are all of one class (a ModuleList of
+    blocks), not in a Sequential of different layers.
+
+    >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "f": "Sequential", "f.0": "Conv", "f.1": "ReLU"}
+    >>> repeated_module_patterns(["h.0", "h.1", "f.0", "f.1"], types)
+    {'h.*': ['h.0', 'h.1'], 'f.0': ['f.0'], 'f.1': ['f.1']}
+    """
     children: dict[str, set[str]] = {}
     for path, type_name in types.items():
         parent, _, last = path.rpartition(".")
@@ -781,7 +803,7 @@ def repeated_module_groups(
             children.setdefault(parent, set()).add(type_name)
     alike = {parent for parent, kinds in children.items() if len(kinds) == 1}
     members: dict[str, list[str]] = {}
-    for path in by_module:
+    for path in paths:
         parts = path.split(".") if path else []
         for i, part in enumerate(parts):
             if part.isdigit() and ".".join(parts[:i]) in alike:
@@ -791,13 +813,7 @@ def repeated_module_groups(
         if not pattern.replace("*", "").strip("."):
             pattern = path
         members.setdefault(pattern, []).append(path)
-    groups: dict[str, tuple[int, int, tuple[str, ...], int]] = {}
-    for pattern, paths in members.items():
-        size = sum(by_module[p][0] for p in paths)
-        count = sum(by_module[p][1] for p in paths)
-        ops = tuple(op for p in paths for op in by_module[p][2])
-        groups[pattern if len(paths) > 1 else paths[0]] = (size, count, ops, len(paths))
-    return groups
+    return members
 
 
 def format_bytes(size: int) -> str:

@@ -455,6 +455,86 @@ def check_command(
         sys.exit(1)
 
 
+@main.command(
+    name="profile",
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Time a training step: the forward and backward time and backward memory of each module and op.",
+)
+@click.argument("model", metavar="MODEL")
+@_model_run_options
+@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
+              help="Measure N steps (and N without the profiler, to state its overhead); the tables show medians.")
+@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True, metavar="N",
+              help="Run N steps first that are not measured (the first one is recorded to walk the graph).")
+@click.option("--device", default="cpu", show_default=True, metavar="DEVICE",
+              help="Run on cpu, cuda or cuda:N; on CUDA the times are those of the kernels each op launched.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
+              help="List the N modules and the N ops with the most of each measure.")
+@click.option("--json", "as_json", is_flag=True, help="Write every node's measurements as JSON instead of the tables.")
+@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+def profile_command(
+    model: str,
+    input_shapes: Optional[tuple[Shape, ...]],
+    training: Optional[bool],
+    steps: int,
+    warmup: int,
+    device: str,
+    top: int,
+    as_json: bool,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Time training steps of MODEL and show where the time and memory go.
+
+    \b
+    Each step runs the forward pass, loss(output) when the model file defines
+    it (else backward starts from every output with a gradient of ones) and
+    backward(). The first warm-up step is recorded and its graph walked; the
+    profiler's events of each measured step are matched to its nodes by their
+    autograd sequence numbers, and rolled up by module (a run of alike blocks,
+    h.0 ... h.11, is one row h.* with the spread over its blocks).
+
+    MODEL takes the same forms as in 'graphviz-autograd render'.
+
+    \b
+    Examples:
+      graphviz-autograd profile samples/mnist_cnn.py
+      graphviz-autograd profile net.py --device cuda --steps 10 --json > profile.json
+    """
+    from .model_file import load_model, parse_model_spec
+    from ..checks.profiling import check_device, profile_step
+
+    progress = _Progress(quiet)
+    with _errors_as_messages(debug):
+        spec = parse_model_spec(model)
+        target = check_device(device)
+        with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
+            progress(f"loading {model}...")
+            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
+            for note in loaded.notes:
+                click.echo(f"note: {note}", err=True)
+            if target.type != "cpu":
+                loaded = _moved_to(loaded, target)
+            progress(
+                f"running {warmup} warm-up step{'s' if warmup != 1 else ''}, then {steps} step{'s' if steps != 1 else ''} "
+                f"with the profiler and {steps} without it, on {device}..."
+            )
+            with _model_named_in_errors(loaded):
+                profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup)
+    click.echo(profile.to_json() if as_json else profile.table(top=top), nl=False)
+
+
+def _moved_to(loaded: LoadedModel, device: Any) -> LoadedModel:
+    """The model file's model and inputs on ``device`` (the command's own copy: nothing else holds them)."""
+    import dataclasses
+
+    from torch.utils._pytree import tree_map
+
+    moved = tree_map(lambda v: v.to(device) if hasattr(v, "to") and hasattr(v, "device") else v, loaded.example_inputs)
+    return dataclasses.replace(loaded, model=loaded.model.to(device), example_inputs=moved)
+
+
 def findings_json(findings: list[Finding]) -> str:
     """``{"findings": [...], "summary": {"error": n, "warning": n, "info": n}}``, keys sorted.
 

@@ -214,6 +214,9 @@ class AutogradGraph:
     ``params_given`` records whether the walk was told parameter names, so that a
     renderer can flag leaves it could not name. ``modules`` lists the modules of a
     recorded model in definition order (empty without a recorder).
+    ``sequence_numbers`` holds ``(node id, autograd sequence number)`` for each op
+    node, in walk order, when the walk was asked for them (``collect_sequence_numbers``);
+    they differ from one run of a model to the next, so graphs compare equal without them.
 
     A walk returns its graph as :class:`Columns` (:meth:`from_columns`), and the
     ``nodes`` and ``edges`` tuples are built the first time they are read: drawing
@@ -224,6 +227,7 @@ class AutogradGraph:
     edges: Tuple[Edge, ...]
     params_given: bool = False
     modules: Tuple[ModuleInfo, ...] = ()
+    sequence_numbers: Tuple[Tuple[str, int], ...] = field(default=(), compare=False)
     _by_id: Optional[dict[str, Node]] = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
@@ -265,6 +269,18 @@ class AutogradGraph:
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", edges)
         return nodes if name == "nodes" else edges
+
+    def with_sequence_numbers(self, numbers: Iterable[Tuple[str, int]]) -> "AutogradGraph":
+        """This graph with ``sequence_numbers`` set; the nodes and edges are shared, not rebuilt.
+
+        >>> g = AutogradGraph((Node("n0", OP, "ExpBackward0"),), ()).with_sequence_numbers([("n0", 7)])
+        >>> g.sequence_numbers
+        (('n0', 7),)
+        """
+        graph = object.__new__(type(self))
+        graph.__dict__.update(self.__dict__)
+        object.__setattr__(graph, "sequence_numbers", tuple(numbers))
+        return graph
 
     def columns(self, fill_ids: bool = True) -> Columns:
         """The graph as :class:`Columns` (with ``ids`` filled in), built once.
@@ -318,12 +334,15 @@ class AutogradGraph:
 
     def to_dict(self) -> dict[str, Any]:
         """The graph as JSON-ready plain data."""
-        return {
+        data = {
             "nodes": [n.to_dict() for n in self.nodes],
             "edges": [e.to_dict() for e in self.edges],
             "params_given": self.params_given,
             "modules": [m.to_dict() for m in self.modules],
         }
+        if self.sequence_numbers:  # only walks that asked for them: other JSON stays as it was
+            data["sequence_numbers"] = {node_id: number for node_id, number in self.sequence_numbers}
+        return data
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON text: keys sorted, indented, the same bytes on every run.
