@@ -407,3 +407,29 @@ def test_the_profile_commands_help_imports_no_torch():
     assert result.returncode == 0, result.stderr
     assert "--steps N" in result.stdout and "--device DEVICE" in result.stdout and "--top N" in result.stdout
     assert result.stdout.strip().endswith("False")
+
+
+# --- on the picture ------------------------------------------------------------------
+
+
+def test_a_profile_is_an_overlay_on_the_graph_it_walked_and_sums_onto_module_boxes():
+    from graphviz_autograd import make_dot
+    from graphviz_autograd.views.prepared import prepare
+
+    profile = small_profile()
+    overlay = profile.overlay("backward_time")
+    ids = {node.id for node in profile.graph.nodes}
+    assert overlay.values and set(overlay.values) <= ids and overlay.unit == "s"
+    assert [o.name for o in profile.overlays()] == ["forward_time", "backward_time", "backward_memory"]
+    whole = make_dot(profile.graph, overlays=[overlay], depth="full").source
+    assert "backward time" in whole and "median of 1 step after 1 warm-up" in whole
+    summary = prepare(profile.graph, depth=0, overlays=[overlay])
+    assert sum(summary.overlays[0].values.values()) == pytest.approx(sum(overlay.values.values()))
+
+
+def test_render_profile_colours_the_picture_by_backward_time(tmp_path):
+    target = tmp_path / "mnist.dot"
+    result = CliRunner().invoke(main, ["render", MNIST, "--profile", "-o", str(target), "-q"])
+    assert result.exit_code == 0, result.output
+    source = target.read_text()
+    assert "backward time" in source and "fillcolor=\"/blues9/" in source

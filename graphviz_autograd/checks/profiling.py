@@ -62,6 +62,7 @@ from ..errors import (
     OptionError,
     StepFailedError,
 )
+from ..views.overlays import Overlay
 from ..graph.autograd_graph import ACCUMULATE_GRAD, OP, AutogradGraph, ModuleInfo, module_of_call
 from ..capture.naming import named_tensors
 
@@ -194,6 +195,23 @@ class StepProfile:
         ``backward_memory``) for the nodes that have one; ids are those of :attr:`graph`."""
         _check_metric(metric)
         return {op.id: value for op in self.ops if (value := getattr(op, metric)) is not None}
+
+    def overlay(self, metric: str = BACKWARD_TIME) -> Overlay:
+        """``metric`` as an :class:`~graphviz_autograd.views.overlays.Overlay` to draw over
+        :attr:`graph`: ``make_dot(profile.graph, overlays=[profile.overlay()])``, or in an
+        explorer page. Times and bytes sum over a module; the key says where and how they
+        were measured."""
+        _check_metric(metric)
+        unit = "B" if metric == BACKWARD_MEMORY else "s"
+        measured = f"{self.device}, median of {self.steps} step{'s' if self.steps != 1 else ''} after {self.warmup} warm-up"
+        return Overlay(
+            metric, METRIC_NAMES[metric], self.node_values(metric), rollup="sum", scale="log", unit=unit,
+            key=(([f"{METRIC_NAMES[metric]}: {measured}"], {"shape": "note", "style": "filled", "fillcolor": "white"}),),
+        )
+
+    def overlays(self) -> list[Overlay]:
+        """Every metric as an overlay (forward time, backward time, backward memory)."""
+        return [self.overlay(metric) for metric in METRICS]
 
     def op(self, node_id: str) -> OpProfile:
         """The measurements of one node; KeyError if the graph has no op of that id."""

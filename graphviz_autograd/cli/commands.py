@@ -33,7 +33,9 @@ from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_
 from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
+    from ..graph.autograd_graph import AutogradGraph
     from ..checks.diagnosis import Examination, Finding
+    from ..checks.profiling import StepProfile
     from .model_file import LoadedModel, ModelSpec, Shape
     from ..capture.recording import Recorder
 
@@ -172,6 +174,12 @@ def main() -> None:
     help="Mark what 'graphviz-autograd check' finds: errors with a red border, warnings orange.",
 )
 @click.option(
+    "--profile",
+    is_flag=True,
+    help="Measure a training step (the median of 3 after 1 warm-up, on the model's device) and colour "
+    "each op and module box by its backward time; see 'graphviz-autograd profile'.",
+)
+@click.option(
     "--layout",
     type=click.Choice(LAYOUTS),
     default="auto",
@@ -267,6 +275,7 @@ def render(
     max_attr_chars: int,
     legend: bool,
     diagnose: bool,
+    profile: bool,
     layout: str,
     layout_budget: float,
     depth: DepthOption,
@@ -348,6 +357,7 @@ def render(
             for note in loaded.notes:  # a decision made for the user: shown even with --quiet
                 click.echo(f"note: {note}", err=True)
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
+            measured = _measured_step(loaded, progress) if profile else None
             recorder = None if no_record else record(loaded.model)
             outputs = loaded.run(recorder)
             if fmt == HTML:
@@ -359,7 +369,8 @@ def render(
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
                 return
             text, engine, fixed_source = _draw(
-                loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose
+                loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose,
+                measured=measured,
             )
         _write(text, target, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
 
@@ -642,10 +653,12 @@ def _draw(
     name_leaves: bool,
     recorder: Optional[Recorder],
     diagnose: bool = False,
+    measured: Optional[StepProfile] = None,
 ) -> tuple[str, str, Optional[Callable[[], str]]]:
     """Walk the outputs; return JSON or DOT text (folded and collapsed as
-    ``options.depth`` says, see ``page.fit_to_page``), the Graphviz program to draw it, and for ``layout="auto"`` the same graph
-    in the fixed layout, to draw when ``dot`` runs past its budget (else None)."""
+    ``options.depth`` says, see ``views.prepared.prepare``), the Graphviz program to draw it, and for ``layout="auto"`` the
+    same graph in the fixed layout, to draw when ``dot`` runs past its budget (else None). With a ``measured`` step, the
+    graph its profile walked is drawn, coloured by backward time."""
     from ..checks.diagnosis import finding_overlay
     from ..drawing.dot_writer import digraph
     from ..drawing.layout import fixed_layout_source, lay_out
@@ -656,12 +669,17 @@ def _draw(
     started = time.perf_counter()
     overlays = []
     with _model_named_in_errors(loaded):
-        if diagnose:
+        if measured is not None and measured.graph is not None:
+            graph: AutogradGraph = measured.graph  # the ids its measurements are for
+            overlays.append(measured.overlay())
+            if diagnose:
+                overlays.insert(0, finding_overlay(_examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings))
+        elif diagnose:
             examination = _examine(
                 loaded, outputs, name_leaves=name_leaves, collect_saved=options.collect_saved, recorder=recorder
             )
+            assert examination.graph is not None
             graph = examination.graph
-            assert graph is not None
             overlays.append(finding_overlay(examination.findings))
         else:
             names = loaded.tensor_names() if name_leaves else None
@@ -689,6 +707,17 @@ def _draw(
     if options.layout == "auto" and laid_out.engine == "dot" and fmt != "dot":
         fixed_source = functools.partial(fixed_layout_source, view)
     return source, laid_out.engine, fixed_source
+
+
+def _measured_step(loaded: LoadedModel, progress: "_Progress") -> StepProfile:
+    """A profile of the model file's training step, for ``render --profile``."""
+    from ..checks.profiling import profile_step
+
+    progress("measuring a training step (3 steps after 1 warm-up)...")
+    with _model_named_in_errors(loaded):
+        measured = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss)
+    progress(f"measured on {measured.device}: a step takes {measured.step_time * 1e3:.1f} ms")
+    return measured
 
 
 def _explore(
