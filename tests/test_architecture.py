@@ -130,3 +130,65 @@ def test_stages_are_folders_and_run_in_the_order_of_the_pipeline():
     for folder in order:
         rows = [i for i, m in enumerate(MODULES) if m.startswith(folder + ".")]
         assert rows == list(range(rows[0], rows[-1] + 1)), f"the modules of {folder}/ are not together in the table"
+
+
+# --- the picture ---------------------------------------------------------------------
+
+PICTURE = ROOT / "docs" / "architecture.dot"
+
+
+def picture_source() -> str:
+    """The DOT of docs/architecture.svg, made from the table: a box per stage listing its
+    modules, and an arrow from a stage to each stage that imports it directly and not
+    only through another (the imports' transitive reduction), so the picture reads as
+    the pipeline, top to bottom."""
+    stages: dict[str, list[str]] = {}
+    for stage, module, _ in ROWS:
+        stages.setdefault(stage, []).append(module)
+    uses: dict[str, set[str]] = {stage: set() for stage in stages}  # stage -> the stages it imports
+    for stage, _, imports in ROWS:
+        for imported in imports - {"__init__"}:  # the package's version, read by the command line
+            target = STAGE.get(imported)
+            if target and target != stage:
+                uses[stage].add(target)
+
+    def reaches(start: str, goal: str, skip: str) -> bool:
+        seen, todo = set(), [s for s in uses[start] if s != skip]
+        while todo:
+            stage = todo.pop()
+            if stage == goal:
+                return True
+            if stage not in seen:
+                seen.add(stage)
+                todo.extend(uses[stage])
+        return False
+
+    lines = [
+        "digraph architecture {",
+        "\tgraph [fontname=Helvetica nodesep=0.3 rankdir=TB ranksep=0.3]",
+        '\tnode [fillcolor="#f2f5fa" fontname=Helvetica fontsize=10 shape=box style="rounded,filled"]',
+        "\tedge [arrowsize=0.7 color=gray35]",
+    ]
+    for stage, modules in stages.items():
+        names = "\\l".join(module.rpartition(".")[2] + ".py" for module in modules)
+        lines.append(f'\t"{stage}" [label="{stage}\\n\\n{names}\\l"]')
+    order = list(stages)
+    for stage in order:
+        for used in sorted(uses[stage], key=order.index):
+            if not reaches(stage, used, skip=used):
+                lines.append(f'\t"{used}" -> "{stage}"')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_picture_is_drawn_from_the_table():
+    assert PICTURE.read_text(encoding="utf-8") == picture_source(), (
+        "docs/architecture.dot is out of date: python -m tests.test_architecture rewrites it and its SVG"
+    )
+
+
+if __name__ == "__main__":
+    import subprocess
+
+    PICTURE.write_text(picture_source(), encoding="utf-8")
+    subprocess.run(["dot", "-Tsvg", str(PICTURE), "-o", str(PICTURE.with_suffix(".svg"))], check=True)
