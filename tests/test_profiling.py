@@ -433,3 +433,19 @@ def test_render_profile_colours_the_picture_by_backward_time(tmp_path):
     assert result.exit_code == 0, result.output
     source = target.read_text()
     assert "backward time" in source and "fillcolor=\"/blues9/" in source
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_real_cuda_device_every_node_is_matched_and_timed_by_its_kernels():
+    torch.manual_seed(0)
+    model = Blocks().cuda()
+    profile = profile_step(model, torch.randn(4, 6, device="cuda"), steps=3)
+    assert profile.device.startswith("cuda")
+    ops = [n for n in profile.graph.nodes if n.kind == "op"]
+    assert set(profile.node_values(FORWARD_TIME)) == {n.id for n in ops}
+    assert profile.unmatched.ops_without_forward == 0 and profile.unmatched.nodes_without_backward == 0
+    backward = profile.node_values(BACKWARD_TIME)
+    # Device time: a view's backward launches no kernel and takes none; a matrix product's does.
+    assert all(value >= 0 for value in backward.values())
+    assert all(backward[op.id] > 0 for op in profile.ops if op.label == "AddmmBackward0")
+    assert sum(backward.values()) <= profile.totals["backward"] * 1.15
