@@ -27,6 +27,7 @@ from ..capture.recording import Recorder
 from ..capture.attribute_names import unregistered_tensors
 from ..capture.naming import Params, named_tensors, parameter_names
 from ..capture.walking import walk
+from ..graph.descriptions import shape_text
 from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
 
 
@@ -833,7 +834,7 @@ def format_bytes(size: int) -> str:
 
 
 def _shape(shape: Optional[tuple[int, ...]]) -> str:
-    return "unknown" if shape is None else "(" + ", ".join(str(s) for s in shape) + ")"
+    return "unknown" if shape is None else shape_text(shape)
 
 
 # --- on the picture ----------------------------------------------------------------

@@ -24,6 +24,7 @@ import re
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
+from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import describe, junction_lines, module_label_lines, shape_text, tensor_headline
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
@@ -427,41 +428,24 @@ def _cluster_lines(
     both its source and the ops it feeds, so that a trunk runs beside the boxes
     of the layers it feeds rather than through them.
     """
-    index = {m.path: i for i, m in enumerate(modules)}
-    placed: dict[str, str] = {}  # a node's module -> the listed module whose cluster holds it
-
-    def listed(path: str) -> str:
-        while path and path not in index:
-            path = path.rpartition(".")[0]
-        return path
-
+    tree = ModuleTree(modules)
+    index = tree.order
     by_module: dict[str, list[int]] = {}  # cluster -> indices of its nodes
     box_of: list[str] = []  # node index -> its cluster
     for i, content in enumerate(columns.contents):
-        path = content[7]  # Node.module
-        cluster = placed.get(path)
-        if cluster is None:
-            cluster = placed[path] = listed(path)
+        cluster = tree.listed(content[7])  # Node.module
         by_module.setdefault(cluster, []).append(i)
         box_of.append(cluster)
 
     junctions_in: dict[str, list[str]] = {}  # cluster -> lines of the junctions in it
     if rerouted is not None:
-        outer = lambda path: listed(path.rpartition(".")[0])  # noqa: E731
         for junction, (_, line) in zip(rerouted.junctions, junctions):
             ends = [*junction.sources, *junction.reads]
-            box = _innermost_common_box([box_of[i] if i < len(box_of) else "" for i in ends], outer)
+            box = _innermost_common_box([box_of[i] if i < len(box_of) else "" for i in ends], tree.parent)
             junctions_in.setdefault(box, []).append(line)
 
-    used = set()  # clusters holding a node, directly or below
-    for path in by_module:
-        while path and path not in used:
-            used.add(path)
-            path = listed(path.rpartition(".")[0])
-    children: dict[str, list[str]] = {}
-    for m in modules:
-        if m.path in used:
-            children.setdefault(listed(m.path.rpartition(".")[0]), []).append(m.path)
+    used = tree.holding(by_module)  # clusters holding a node, directly or below
+    children = {path: [c for c in inside if c in used] for path, inside in tree.children.items()}
 
     # One ranking of the whole graph, not one per cluster: with the invisible edges
     # of stacking_edges, each box then spans the ranks of its own ops and the
@@ -490,7 +474,7 @@ def _cluster_lines(
     assert ids is not None
     lines.extend(
         f"\t{ids[upper]} -> {ids[source]}{STACKING_EDGE_END}"
-        for upper, source in stacking_edges(columns.links, box_of, lambda path: listed(path.rpartition(".")[0]))
+        for upper, source in stacking_edges(columns.links, box_of, tree.parent)
     )
     return lines
 

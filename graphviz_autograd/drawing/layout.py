@@ -26,6 +26,7 @@ import math
 from bisect import bisect_left
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from ..graph.module_tree import ModuleTree
 from ..graph.autograd_graph import (
     NODE_KINDS,
     AutogradGraph,
@@ -342,17 +343,11 @@ class _Boxes:
     """
 
     def __init__(self, nodes: Sequence[Node], modules: Tuple[ModuleInfo, ...], direction: str):
-        index = {m.path: k for k, m in enumerate(modules)}
-        found: Dict[str, int] = {}
+        tree = ModuleTree(modules)
 
         def listed(path: str) -> int:
-            known = found.get(path)
-            if known is None:
-                at = path
-                while at and at not in index:
-                    at = at.rpartition(".")[0]
-                known = found[path] = index[at] if at else -1
-            return known
+            at = tree.listed(path)
+            return tree.order[at] if at else -1
 
         count = len(modules)
         self.box_of = [listed(n.module) for n in nodes]

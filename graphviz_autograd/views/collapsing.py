@@ -24,6 +24,7 @@ from typing import Optional
 
 from ..options import check_depth
 from ..errors import OptionError
+from ..graph.module_tree import ModuleTree
 from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, CUT_IN, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, PLAIN_INPUT_REASONS, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node, cut_location, leaves_and_returns, module_of_call
 
 # A block's parameters and the nodes that take their gradients (the first call of a
@@ -74,7 +75,7 @@ def collapse_with_ids(
             "depth needs to know which module made each node, and this graph has no module info; "
             "draw a graph from a recorded forward pass (graphviz_autograd.record) or leave depth out."
         )
-    tree = _ModuleTree(graph.modules)
+    tree = ModuleTree(graph.modules)
     box_of = _BoxFinder(tree, depth)
     owner = _representatives(graph, box_of)  # node id -> box path, for nodes a box swallows
 
@@ -119,29 +120,10 @@ def collapse_with_ids(
     return collapsed, new_id
 
 
-class _ModuleTree:
-    """The modules by path, each one's parent (nearest listed ancestor) and children in order."""
-
-    def __init__(self, modules: tuple[ModuleInfo, ...]):
-        self.info = {m.path: m for m in modules}
-        self.order = {m.path: i for i, m in enumerate(modules)}
-        self.children: dict[str, list[str]] = {}
-        for m in modules:
-            if m.path:
-                self.children.setdefault(self.parent(m.path), []).append(m.path)
-
-    def parent(self, path: str) -> str:
-        while path:
-            path = path.rpartition(".")[0]
-            if path in self.info:
-                return path
-        return ""
-
-
 class _BoxFinder:
     """Which box (module path) a module path falls in at a depth, cached per path."""
 
-    def __init__(self, tree: _ModuleTree, depth: int):
+    def __init__(self, tree: ModuleTree, depth: int):
         self.tree = tree
         self.levels = depth + 1  # path components of a box's module
         self.cache: dict[str, Optional[str]] = {}
@@ -219,7 +201,7 @@ def _signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
     return (info.type_name, info.parameters, tuple(sorted(ops.items())))
 
 
-def _fold(tree: _ModuleTree, members: dict[str, list[Node]], targets: dict[str, set]) -> dict[str, str]:
+def _fold(tree: ModuleTree, members: dict[str, list[Node]], targets: dict[str, set]) -> dict[str, str]:
     """Box path -> the first box of its run of alike consecutive siblings (runs of two or more).
 
     A run that a path leaves and enters again stays unfolded: one box would draw that
@@ -250,7 +232,7 @@ def _fold(tree: _ModuleTree, members: dict[str, list[Node]], targets: dict[str, 
     return folded_into
 
 
-def _box_node(node_id: str, infos: list[ModuleInfo], members: dict[str, list[Node]], tree: _ModuleTree) -> Node:
+def _box_node(node_id: str, infos: list[ModuleInfo], members: dict[str, list[Node]], tree: ModuleTree) -> Node:
     first = infos[0]
     ops = sum(1 for info in infos for n in members[info.path] if n.kind == OP)
     params = sum(info.parameters for info in infos)
@@ -320,7 +302,7 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
     first block that stands for it."""
     if not graph.modules:
         return graph, {}
-    tree = _ModuleTree(graph.modules)
+    tree = ModuleTree(graph.modules)
     under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
     for node in graph.nodes:
         path = node.module
@@ -425,7 +407,7 @@ def _short(path: str, parent: str) -> str:
     return path[len(shared) + 1 :] if shared and path.startswith(shared + ".") else path
 
 
-def _subtree_signature(tree: _ModuleTree, path: str, nodes: list[Node]) -> tuple:
+def _subtree_signature(tree: ModuleTree, path: str, nodes: list[Node]) -> tuple:
     """What alike blocks share: class, parameter count, ops, and how many nodes besides
     parameters and inputs without gradient. A later call of a module (``cell#2``) has
     the first call's parameter count and no parameter nodes of its own, and only the
@@ -436,7 +418,7 @@ def _subtree_signature(tree: _ModuleTree, path: str, nodes: list[Node]) -> tuple
     return (tree.info[path].type_name, _parameters_used(tree, path), others, tuple(sorted(ops.items())))
 
 
-def _parameters_used(tree: _ModuleTree, path: str) -> int:
+def _parameters_used(tree: ModuleTree, path: str) -> int:
     """The parameter count of the module whose call ``path`` is: a later call (``cell#2``)
     holds none of its own, and uses its first call's."""
     info = tree.info[path]

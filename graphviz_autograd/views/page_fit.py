@@ -22,10 +22,11 @@ True
 
 from __future__ import annotations
 
-from typing import Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .collapsing import collapse_with_ids, fold_with_stand_ins
-from ..graph.descriptions import module_label_lines
+from ..graph.descriptions import module_label_lines, shape_text
+from ..graph.module_tree import ModuleTree
 from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
@@ -368,27 +369,22 @@ def picture_size(
     for upper, lower in pairs:
         for r in range(rank[lower] + 1, rank[upper]):
             breadth[r] += gap
-    edges = _box_edges(nodes, rank, count, {m.path for m in graph.modules} if clusters else set())
+    edges = _box_edges(nodes, rank, count, ModuleTree(graph.modules) if clusters and graph.modules else None)
     ranksep = (COMPACT_RANKSEP if compact else RANKSEP) * 72
     along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
     broad = max(breadth, default=0.0) + MARGIN
     return (along, broad) if across else (broad, along)
 
 
-def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, boxes: Set[str]) -> int:
-    """How many tops and feet of module boxes (``boxes``: the modules drawn as boxes) the
+def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:
+    """How many tops and feet of module boxes (those of ``tree``; none without one) the
     ranks hold: per rank, the most that begin or end at any one node of it (boxes
     nest, so their edges stack)."""
     top: dict = {}
     foot: dict = {}
     chains = []
     for i, node in enumerate(nodes):
-        chain = []
-        path = node.module
-        while path:
-            if path in boxes:
-                chain.append(path)
-            path = path.rpartition(".")[0]
+        chain = tree.chain(node.module) if tree is not None else []
         chains.append(chain)
         for path in chain:
             top[path] = max(top.get(path, -1), rank[i])
@@ -448,7 +444,7 @@ def _label_lines(node: Node) -> List[str]:
     if node.kind in (OP, ACCUMULATE_GRAD):
         return lines + [f"{k}: {v}" for k, v in node.attrs]
     if node.shape is not None or node.kind != SAVED:
-        lines.append("(" + ", ".join(str(s) for s in node.shape or ()) + ")")
+        lines.append(shape_text(node.shape or ()))
     return lines
 
 
