@@ -20,7 +20,7 @@ A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.mo
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
+from typing import Callable, Hashable, Optional, Sequence
 
 from ..options import check_depth
 from ..errors import OptionError
@@ -210,26 +210,48 @@ def _fold(tree: ModuleTree, members: dict[str, list[Node]], targets: dict[str, s
     next) or alike modules side by side (a block's query, key and value) fold.
     """
     folded_into: dict[str, str] = {}
+
+    def signature(child: str) -> Optional[tuple]:
+        # A later call is alike with its first call when it uses the same parameters
+        # (a cell run at every step folds).
+        if child not in members:
+            return None
+        return _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), members[child])
+
     parents = {tree.parent(path) for path in members}
     for parent in sorted(parents, key=lambda p: tree.order.get(p, -1)):
-        run: list[str] = []
-        previous = None
-        children: list[Optional[str]] = [*tree.children.get(parent, []), None]  # None ends the last run
-        for child in children:
-            # A later call is alike with its first call when it uses the same parameters
-            # (a cell run at every step folds).
-            signature = None
-            if child in members:
-                info = tree.info[child]._replace(parameters=_parameters_used(tree, child))
-                signature = _signature(info, members[child])
-            if child is not None and signature is not None and signature == previous:
-                run.append(child)
-                continue
+        for run in alike_runs(tree.children.get(parent, []), signature):
             if len(run) > 1 and not _reenters(run, members, targets):
                 folded_into.update((path, run[0]) for path in run)
-            run = [child] if child is not None and signature is not None else []
-            previous = signature
     return folded_into
+
+
+def alike_runs(children: Sequence[str], signature: Callable[[str], Optional[Hashable]]) -> list[list[str]]:
+    """``children`` (siblings, in order) as runs of consecutive ones with the same ``signature``.
+
+    A child whose signature is None (nothing of it is drawn) belongs to no run and ends
+    the one before it. Every fold of repeated blocks starts here: the boxes of a summary
+    (``collapse``), the blocks a drawing of every node draws once
+    (:func:`fold_to_representative`) and the boxes of an explorer level; each then asks
+    what it needs of a run (that no path leaves it and comes back, that each block feeds
+    the next).
+
+    >>> alike_runs(["a", "b", "c", "d"], {"a": 1, "b": 1, "c": None, "d": 1}.get)
+    [['a', 'b'], ['d']]
+    """
+    runs: list[list[str]] = []
+    previous: Optional[Hashable] = None
+    for child in children:
+        found = signature(child)
+        if found is None:
+            previous = None
+            continue
+        if runs and found == previous:
+            runs[-1].append(child)
+        else:
+            runs.append([child])
+        previous = found
+    return runs
 
 
 def _box_node(node_id: str, infos: list[ModuleInfo], members: dict[str, list[Node]], tree: ModuleTree) -> Node:
@@ -305,11 +327,8 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
     tree = ModuleTree(graph.modules)
     under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
     for node in graph.nodes:
-        path = node.module
-        while path:
-            if path in tree.info:
-                under.setdefault(path, []).append(node)
-            path = path.rpartition(".")[0]
+        for path in tree.chain(node.module):
+            under.setdefault(path, []).append(node)
     targets = _targets(graph.edges)
     stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
     dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
@@ -319,15 +338,7 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
     while pending:
         parent = pending.pop()
         children = [c for c in tree.children.get(parent, []) if c in under]
-        k = 0
-        while k < len(children):
-            run = [children[k]]
-            signature = _subtree_signature(tree, children[k], under[children[k]])
-            while k + len(run) < len(children) and _subtree_signature(
-                tree, children[k + len(run)], under[children[k + len(run)]]
-            ) == signature:
-                run.append(children[k + len(run)])
-            k += len(run)
+        for run in alike_runs(children, lambda child: _subtree_signature(tree, child, under[child])):
             expanded = depth is None or run[0].count(".") < depth
             chained = (
                 len(run) > 1
