@@ -6,7 +6,6 @@ give them: each node knows its module, the graph lists the model's modules.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import pytest
@@ -118,7 +117,7 @@ def test_cluster_ids_come_from_the_module_index_whatever_the_name(graphviz_svg):
 
 def test_graph_without_module_info_is_drawn_as_before():
     with_modules = gpt2_like(blocks=2)
-    without = dataclasses.replace(with_modules, modules=())
+    without = with_modules.replace(modules=())
     assert to_dot(without) == to_dot(without, clusters=False) == to_dot(with_modules, clusters=False, fold_repeated=False)
     assert "subgraph" not in to_dot(without)
 
@@ -233,7 +232,7 @@ def test_a_different_block_breaks_the_run_of_folded_ones():
 def test_folding_needs_the_same_parameter_count():
     graph = gpt2_like(blocks=3)
     modules = tuple(m._replace(parameters=1) if m.path == "transformer.h.1" else m for m in graph.modules)
-    folded = collapse(dataclasses.replace(graph, modules=modules), 2)
+    folded = collapse(graph.replace(modules=modules), 2)
     assert [n.label for n in folded.nodes if n.module == "transformer.h"] == [
         "transformer.h.2",
         "transformer.h.1",

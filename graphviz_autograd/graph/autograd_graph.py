@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from functools import partial
 from operator import is_not, itemgetter
 from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -204,9 +203,9 @@ class Columns(NamedTuple):
 new_record = tuple.__new__
 
 
-@dataclass(frozen=True)
 class AutogradGraph:
-    """Nodes in walk order (ids ``n0, n1, ...``) and the edges between them.
+    """Nodes in walk order (ids ``n0, n1, ...``) and the edges between them; plain data,
+    read-only, compared and hashed by its content.
 
     Nodes and edges are named tuples rather than dataclasses: a million-node walk
     creates two million of them, and a tuple is built several times faster.
@@ -220,15 +219,32 @@ class AutogradGraph:
 
     A walk returns its graph as :class:`Columns` (:meth:`from_columns`), and the
     ``nodes`` and ``edges`` tuples are built the first time they are read: drawing
-    a walked graph straight to DOT reads the columns and builds neither.
+    a walked graph straight to DOT reads the columns and builds neither. What is
+    worked out from a graph once and asked often (its columns, the reads of each
+    node, whether edges carry shapes, nodes by id) is kept beside it, out of sight.
+
+    >>> g = AutogradGraph((Node("n0", OP, "ExpBackward0"),), ())
+    >>> g == AutogradGraph.from_columns(g.columns()), g.replace(params_given=True).params_given
+    (True, True)
     """
 
-    nodes: Tuple[Node, ...]
-    edges: Tuple[Edge, ...]
-    params_given: bool = False
-    modules: Tuple[ModuleInfo, ...] = ()
-    sequence_numbers: Tuple[Tuple[str, int], ...] = field(default=(), compare=False)
-    _by_id: Optional[dict[str, Node]] = field(default=None, init=False, repr=False, compare=False)
+    __slots__ = ("_nodes", "_edges", "_params_given", "_modules", "_sequence_numbers", "_columns", "_derived")
+
+    def __init__(
+        self,
+        nodes: Tuple[Node, ...],
+        edges: Tuple[Edge, ...],
+        params_given: bool = False,
+        modules: Tuple[ModuleInfo, ...] = (),
+        sequence_numbers: Tuple[Tuple[str, int], ...] = (),
+    ):
+        self._nodes: Optional[Tuple[Node, ...]] = nodes
+        self._edges: Optional[Tuple[Edge, ...]] = edges
+        self._params_given = params_given
+        self._modules = modules
+        self._sequence_numbers = sequence_numbers
+        self._columns: Optional[Columns] = None
+        self._derived: dict[str, Any] = {}
 
     @classmethod
     def from_columns(
@@ -247,39 +263,85 @@ class AutogradGraph:
         >>> g.nodes
         (Node(id='n0', kind='op', label='ExpBackward0', shape=None, dtype=None, device=None, attrs=(), note='', module=''),)
         """
-        graph = object.__new__(cls)
-        # Fields set as the frozen dataclass's __init__ sets them; nodes and edges
-        # stay unset, so that reading them reaches __getattr__ below.
-        object.__setattr__(graph, "params_given", params_given)
-        object.__setattr__(graph, "modules", modules)
-        object.__setattr__(graph, "_columns", columns)
+        graph = cls((), (), params_given, modules)
+        graph._nodes = graph._edges = None
+        graph._columns = columns
         if edge_shapes is not None:
-            object.__setattr__(graph, "_has_edge_shapes", edge_shapes)
+            graph._derived["has_edge_shapes"] = edge_shapes
         return graph
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes not set: the nodes and edges of a graph from columns.
-        if name not in ("nodes", "edges") or "_columns" not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    @property
+    def nodes(self) -> Tuple[Node, ...]:
+        if self._nodes is None:
+            self._build_records()
+        assert self._nodes is not None
+        return self._nodes
+
+    @property
+    def edges(self) -> Tuple[Edge, ...]:
+        if self._edges is None:
+            self._build_records()
+        assert self._edges is not None
+        return self._edges
+
+    @property
+    def params_given(self) -> bool:
+        return self._params_given
+
+    @property
+    def modules(self) -> Tuple[ModuleInfo, ...]:
+        return self._modules
+
+    @property
+    def sequence_numbers(self) -> Tuple[Tuple[str, int], ...]:
+        return self._sequence_numbers
+
+    def _build_records(self) -> None:
         columns = self.columns()
         ids = columns.ids
         assert ids is not None  # columns() fills them in
-        nodes = tuple([new_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
-        edges = tuple([new_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
-        object.__setattr__(self, "nodes", nodes)
-        object.__setattr__(self, "edges", edges)
-        return nodes if name == "nodes" else edges
+        self._nodes = tuple([new_record(Node, (node_id, *content)) for node_id, content in zip(ids, columns.contents)])
+        self._edges = tuple([new_record(Edge, (ids[s], ids[t], *rest)) for s, t, rest in columns.links])
+
+    def _key(self) -> tuple:
+        return (self.nodes, self.edges, self._params_given, self._modules)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AutogradGraph):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"AutogradGraph(nodes={self.nodes!r}, edges={self.edges!r}, params_given={self._params_given!r}, "
+            f"modules={self._modules!r})"
+        )
+
+    def replace(self, **changes: Any) -> "AutogradGraph":
+        """A copy with ``changes`` to ``nodes``, ``edges``, ``params_given``, ``modules`` or ``sequence_numbers``."""
+        fields: dict[str, Any] = {
+            "nodes": self.nodes, "edges": self.edges, "params_given": self._params_given,
+            "modules": self._modules, "sequence_numbers": self._sequence_numbers,
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"AutogradGraph has no field {sorted(unknown)[0]!r}; the fields are {', '.join(fields)}.")
+        fields.update(changes)
+        return AutogradGraph(**fields)
 
     def with_sequence_numbers(self, numbers: Iterable[Tuple[str, int]]) -> "AutogradGraph":
-        """This graph with ``sequence_numbers`` set; the nodes and edges are shared, not rebuilt.
+        """This graph with ``sequence_numbers`` set; the nodes, edges and columns are shared, not rebuilt.
 
         >>> g = AutogradGraph((Node("n0", OP, "ExpBackward0"),), ()).with_sequence_numbers([("n0", 7)])
         >>> g.sequence_numbers
         (('n0', 7),)
         """
-        graph = object.__new__(type(self))
-        graph.__dict__.update(self.__dict__)
-        object.__setattr__(graph, "sequence_numbers", tuple(numbers))
+        graph = AutogradGraph(self._nodes, self._edges, self._params_given, self._modules, tuple(numbers))  # type: ignore[arg-type]
+        graph._columns = self._columns
+        graph._derived = self._derived
         return graph
 
     def columns(self, fill_ids: bool = True) -> Columns:
@@ -289,24 +351,24 @@ class AutogradGraph:
         ``n0, n1, ...`` in order: what reads only contents and links, or writes
         numbered ids itself, need not build a str per node.
         """
-        columns = self.__dict__.get("_columns")
+        columns = self._columns
         if columns is None:
             columns = _columns_of(self.nodes, self.edges)
         elif columns.ids is None and fill_ids:
             columns = Columns(numbered_ids(len(columns.contents)), columns.contents, columns.links)
         else:
             return columns
-        object.__setattr__(self, "_columns", columns)
+        self._columns = columns
         return columns
 
     def has_edge_shapes(self) -> bool:
         """Whether any edge carries a shape (a walk with ``collect_shapes``); found once."""
-        found = self.__dict__.get("_has_edge_shapes")
+        found = self._derived.get("has_edge_shapes")
         if found is None:
             links = self.columns(fill_ids=False).links
             # A shape may be (), so looked for as not None, not by truth.
             found = next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is not None
-            object.__setattr__(self, "_has_edge_shapes", found)
+            self._derived["has_edge_shapes"] = found
         return found
 
     def source_reads(self) -> "Counter[int]":
@@ -315,18 +377,16 @@ class AutogradGraph:
         Both the split of shared parameters and the fan-in junctions ask this of every
         drawn graph, and most graphs are drawn unchanged by either.
         """
-        reads = self.__dict__.get("_source_reads")
+        reads = self._derived.get("source_reads")
         if reads is None:
-            reads = Counter(map(itemgetter(0), self.columns(fill_ids=False).links))
-            object.__setattr__(self, "_source_reads", reads)
+            reads = self._derived["source_reads"] = Counter(map(itemgetter(0), self.columns(fill_ids=False).links))
         return reads
 
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
-        by_id = self._by_id
+        by_id = self._derived.get("by_id")
         if by_id is None:
-            by_id = {n.id: n for n in self.nodes}
-            object.__setattr__(self, "_by_id", by_id)
+            by_id = self._derived["by_id"] = {n.id: n for n in self.nodes}
         return by_id[node_id]
 
     def nodes_of_kind(self, *kinds: str) -> Iterator[Node]:
