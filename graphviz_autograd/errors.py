@@ -48,3 +48,7 @@ class CheckFailedError(GraphvizAutogradError, AssertionError):
 
 class LayoutTimeoutError(RenderError):
     """Graphviz did not finish within the time it was given (and was stopped)."""
+
+
+class GraphTooBigError(GraphvizAutogradError, ValueError):
+    """A graph is bigger than what is asked of it can take (the explorer page's node limit)."""
