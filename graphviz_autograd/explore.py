@@ -276,7 +276,8 @@ def _autograd_nodes_up_to(outputs: Any, limit: int) -> int:
 
 def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules") -> None:
     """Put the nodes of each level that holds more than ``SPLIT_LEVELS_ABOVE`` of its own
-    (outputs aside) into parts of ``PART_NODES`` in walk order, each a level of its own.
+    (outputs aside) into parts of at most ``PART_NODES``, as even as can be, in walk
+    order, each a level of its own.
 
     A level of 200,000 ops is more than a page can draw at once, and more than
     ``dot`` lays out in minutes. As parts, its level holds a few boxes; the parts of a
@@ -290,8 +291,10 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
     if not big:
         return
     parts_of: dict[str, list[str]] = {}
+    size_of: dict[str, int] = {}
     for path, count in big.items():
         total = -(-count // PART_NODES)
+        size_of[path] = -(-count // total)
         prefix = path + "." if path else ""
         names = []
         for number in range(1, total + 1):
@@ -305,7 +308,7 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
     seen = dict.fromkeys(big, 0)
     for k, (path, kind) in enumerate(zip(home, kinds)):
         if path in parts_of and kind != OUTPUT:
-            home[k] = parts_of[path][seen[path] // PART_NODES]
+            home[k] = parts_of[path][seen[path] // size_of[path]]
             seen[path] += 1
 
 

@@ -539,6 +539,7 @@
       : info.path + ' (' + info.type + '): ' + plural(opsBelow[level], 'op') +
         (info.params ? ', ' + countText(info.params) + ' params' : '');
     if (expanded) text += ' Expanded: every module inside is opened (a folded run shows its first block); e or Collapse goes back to boxes.';
+    if (view.layout.note) text += ' ' + view.layout.note;  // drawn without dot: a level too big for it
     levelNote.appendChild(document.createTextNode(text));
     if (place && place.run.length > 1) {
       var run = place.run;
