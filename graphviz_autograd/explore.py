@@ -75,9 +75,11 @@ PASS_THROUGH_TYPES = frozenset(("ModuleList", "ModuleDict", "ParameterList", "Pa
 # may have: a 200,000-op chain builds in some 10 s and 1.4 GB (see docs/explorer.md);
 # past this a page would take minutes and gigabytes, and is refused before the walk.
 MAX_OPS = 300_000
-# A level with more nodes of its own than this shows them as parts of PART_NODES each.
+# A level with more nodes of its own than this shows them as parts of PART_OPS ops
+# (a number many periods of a repeated chain divide), and at most PART_NODES nodes, each.
 SPLIT_LEVELS_ABOVE = 2_000
-PART_NODES = 1_000
+PART_OPS = 600
+PART_NODES = 2_000
 # The class name the page shows for such a part.
 PART_TYPE = "Part"
 
@@ -173,8 +175,8 @@ def explore(
     ``layout_budget`` seconds to lay out (by its estimate, or on the clock) is laid
     out by the fixed layered layout instead; ``"fixed"`` lays out every level so, and
     ``"dot"`` waits for ``dot`` (up to ``timeout``). A level of more than
-    ``SPLIT_LEVELS_ABOVE`` nodes of its own is shown as boxes of ``PART_NODES`` nodes
-    each in walk order (``(part 3 of 200)``), which fold as alike modules do. A graph
+    ``SPLIT_LEVELS_ABOVE`` nodes of its own is shown as boxes of ``PART_OPS`` ops each,
+    in walk order (``(part 3 of 200)``), which fold as alike modules do. A graph
     of more than ``MAX_OPS`` ops is refused before it is walked.
 
     >>> import torch
@@ -276,27 +278,37 @@ def _autograd_nodes_up_to(outputs: Any, limit: int) -> int:
 
 def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules") -> None:
     """Put the nodes of each level that holds more than ``SPLIT_LEVELS_ABOVE`` of its own
-    (outputs aside) into parts of at most ``PART_NODES``, as even as can be, in walk
-    order, each a level of its own.
+    (outputs aside) into parts, in walk order, each a level of its own: a new part
+    begins at the ``PART_OPS + 1``-th op of one, or its ``PART_NODES + 1``-th node.
 
     A level of 200,000 ops is more than a page can draw at once, and more than
-    ``dot`` lays out in minutes. As parts, its level holds a few boxes; the parts of a
-    chain are alike and fold into one box, laid out once, as repeated blocks are.
+    ``dot`` lays out in minutes. As parts, its level holds a few boxes. Parts are
+    counted in ops so that the parts of a repeated chain start at the same place of
+    it and are alike: they fold into one box, laid out once, as repeated blocks are.
     """
     counts: dict[str, int] = {}
     for path, kind in zip(home, kinds):
         if kind != OUTPUT:
             counts[path] = counts.get(path, 0) + 1
-    big = {path: count for path, count in counts.items() if count > SPLIT_LEVELS_ABOVE}
+    big = {path for path, count in counts.items() if count > SPLIT_LEVELS_ABOVE}
     if not big:
         return
-    parts_of: dict[str, list[str]] = {}
-    size_of: dict[str, int] = {}
-    for path, count in big.items():
-        total = -(-count // PART_NODES)
-        size_of[path] = -(-count // total)
+    part_of: dict[int, int] = {}  # node -> its part's number in its level, from 0
+    state = {path: [0, 0, 0] for path in big}  # part number, its ops, its nodes
+    for k, (path, kind) in enumerate(zip(home, kinds)):
+        if path not in big or kind == OUTPUT:
+            continue
+        part = state[path]
+        if part[2] == PART_NODES or (kind == OP and part[1] == PART_OPS):
+            part[0], part[1], part[2] = part[0] + 1, 0, 0
+        part[1] += kind == OP
+        part[2] += 1
+        part_of[k] = part[0]
+    names_of: dict[str, list[str]] = {}
+    for path in big:
+        total = state[path][0] + 1
         prefix = path + "." if path else ""
-        names = []
+        names = names_of[path] = []
         for number in range(1, total + 1):
             name = f"{prefix}(part {number} of {total})"
             while name in modules.info:  # a module of the model named so
@@ -304,12 +316,8 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
             modules.info[name] = ModuleInfo(name, PART_TYPE)
             modules.order[name] = len(modules.order)
             names.append(name)
-        parts_of[path] = names
-    seen = dict.fromkeys(big, 0)
-    for k, (path, kind) in enumerate(zip(home, kinds)):
-        if path in parts_of and kind != OUTPUT:
-            home[k] = parts_of[path][seen[path] // size_of[path]]
-            seen[path] += 1
+    for k, part in part_of.items():
+        home[k] = names_of[home[k]][part]
 
 
 # --- the levels --------------------------------------------------------------------
