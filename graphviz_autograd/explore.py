@@ -254,25 +254,34 @@ def check_graph_size(output: Any) -> None:
 
 def _autograd_nodes_up_to(outputs: Any, limit: int) -> int:
     """The autograd functions behind ``outputs``, counted up to one past ``limit``:
-    cheap (no names, shapes or saved values), to refuse a graph before walking it."""
+    cheap (no names, shapes or saved values), to refuse a graph before walking it.
+
+    Reading ``next_functions`` gives each function a Python wrapper, which makes
+    freeing a long chain recursive: the wrappers go to :func:`deep_graphs.hold`, in
+    the order they were found, as a walk's do.
+    """
+    from . import deep_graphs
     from .naming import named_tensors
 
     try:
         tensors = [t for _, t in named_tensors(outputs)]
     except GraphvizAutogradError:
         return 0  # the walk says what is wrong with the outputs
-    seen: set = set()
+    seen: dict[Any, None] = {}  # in the order found: each after one of its consumers
     stack = []
     for tensor in tensors:
         fn = getattr(tensor, "grad_fn", None)
         if fn is not None and fn not in seen:
-            seen.add(fn)
+            seen[fn] = None
             stack.append(fn)
-    while stack and len(seen) <= limit:
-        for next_fn, _ in stack.pop().next_functions:
-            if next_fn is not None and next_fn not in seen:
-                seen.add(next_fn)
-                stack.append(next_fn)
+    try:
+        while stack and len(seen) <= limit:
+            for next_fn, _ in stack.pop().next_functions:
+                if next_fn is not None and next_fn not in seen:
+                    seen[next_fn] = None
+                    stack.append(next_fn)
+    finally:
+        deep_graphs.hold(seen)
     return len(seen)
 
 
@@ -316,8 +325,8 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
             modules.info[name] = ModuleInfo(name, PART_TYPE)
             modules.order[name] = len(modules.order)
             names.append(name)
-    for k, part in part_of.items():
-        home[k] = names_of[home[k]][part]
+    for k, number in part_of.items():
+        home[k] = names_of[home[k]][number]
 
 
 # --- the levels --------------------------------------------------------------------
@@ -1130,7 +1139,7 @@ def _lay_out(
             jobs.append((expanded, expanded, _expanded_dot_source(template, templates)))
             owners.append(template)
     fixed: dict[int, str] = {}  # job -> why it is not laid out by dot
-    for n, (_target, view, _source) in enumerate(jobs):
+    for n, (_target, view, _dot) in enumerate(jobs):
         if layout == "fixed":
             fixed[n] = "Laid out by the fixed layered layout (layout='fixed')."
         elif layout == "auto":

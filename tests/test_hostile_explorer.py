@@ -292,3 +292,30 @@ def _assert_no_overlap(boxes: list) -> None:
     for i, (x, y, w, h) in enumerate(boxes):
         for x2, y2, w2, h2 in boxes[i + 1 :]:
             assert abs(x - x2) >= (w + w2) / 2 - 0.5 or abs(y - y2) >= (h + h2) / 2 - 0.5
+
+
+def test_a_refused_long_chain_is_freed_without_crashing_the_process():
+    # Counting reads next_functions, which gives each function a Python wrapper; freed
+    # carelessly, a chain of 30,000 wrapped functions overflows the C stack.
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""
+        import gc, importlib, torch
+        from graphviz_autograd.errors import GraphTooBigError
+        explore = importlib.import_module("graphviz_autograd.explore")
+        explore.MAX_OPS = 35_000
+        y = torch.ones(1, requires_grad=True)
+        for _ in range(40_000):
+            y = y * 1.0001
+        try:
+            explore.explore(y)
+        except GraphTooBigError:
+            pass
+        del y
+        gc.collect()
+        print("freed")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == 0 and done.stdout.strip() == "freed", done.stderr[-2000:]
