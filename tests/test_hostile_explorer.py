@@ -319,3 +319,57 @@ def test_a_refused_long_chain_is_freed_without_crashing_the_process():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert done.returncode == 0 and done.stdout.strip() == "freed", done.stderr[-2000:]
+
+
+# --- the command line ---------------------------------------------------------------
+
+
+CHAIN_MODEL = """
+import torch
+from torch import nn
+
+
+class Chain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        y = x * self.w
+        for _ in range(OPS):
+            y = y * 1.0001
+        return y
+
+
+model = Chain()
+example_inputs = (torch.ones(1),)
+"""
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@needs_graphviz
+def test_the_command_line_passes_the_layout_to_the_page(tmp_path):
+    model = tmp_path / "chain.py"
+    model.write_text(CHAIN_MODEL.replace("OPS", "3"))
+    result = _cli("render", model, "-o", tmp_path / "chain.html", "--layout", "fixed", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "fixed layered layout" in _page_data(tmp_path / "chain.html")["templates"][0]["layout"]["note"]
+
+
+def test_the_command_line_refuses_a_graph_too_big_before_the_walk(tmp_path, monkeypatch):
+    monkeypatch.setattr(explore_module, "MAX_OPS", 50)
+    model = tmp_path / "chain.py"
+    model.write_text(CHAIN_MODEL.replace("OPS", "60"))
+    walked = []
+    monkeypatch.setattr(importlib.import_module("graphviz_autograd.walk"), "walk", lambda *a, **k: walked.append(1))
+    result = _cli("render", model, "-o", tmp_path / "chain.html", "--quiet")
+    assert result.exit_code == 1 and not walked
+    assert "takes graphs of up to 50 ops" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "chain.html").exists()
