@@ -170,6 +170,14 @@ def test_a_long_chain_opens_as_parts(browser, tmp_path):  # noqa: F811
         page.page.locator("g.node.kind-box").first.click()
         assert page.crumbs()[-1].startswith("(part ")
         assert page.page.locator("g.node.kind-op").count() > 100
+        # Hundreds of ops one below the other: shown from the top at a size that reads.
+        assert "shown from its top" in page.page.locator("#level-note").text_content()
+        seen = page.page.evaluate("""() => {
+            const canvas = document.getElementById('canvas').getBoundingClientRect();
+            return Array.from(document.querySelectorAll('g.node.kind-op text'), (t) => t.getBoundingClientRect())
+              .filter((r) => r.bottom > canvas.top && r.top < canvas.bottom && r.right > canvas.left && r.left < canvas.right)
+              .map((r) => r.height); }""")
+        assert len(seen) >= 3 and min(seen) >= 12
         assert page.errors == []
     finally:
         page.page.close()

@@ -393,10 +393,11 @@
     });
     canvas.appendChild(svg);
     panZoom = svgPanZoom(svg, {
-      viewportSelector: '.viewport', fit: true, center: true, minZoom: 0.02, maxZoom: 40,
+      viewportSelector: '.viewport', fit: true, center: true, minZoom: 0.02, maxZoom: MAX_ZOOM,
       zoomScaleSensitivity: 0.25, dblClickZoomEnabled: false, controlIconsEnabled: false,
     });
     fitView();
+    startReadable();
     drawLegend(metricName, values, low, high);
   }
 
@@ -417,13 +418,36 @@
   // A hit is shown at a size its text reads at (10-point text at 14 pixels or more,
   // unless the box would then not fit the window), centred.
   var READABLE_ZOOM = 1.4;
+  var MAX_ZOOM = 40;  // times the zoom that fits the level to the window
+  // A level so long that, fitted to the window, its text would be under two pixels (a
+  // part of a long chain: hundreds of ops one below the other) opens at its top, at a
+  // size its text reads at; f or Fit shows it whole. A wide level stays fitted.
+  var UNREADABLE_ZOOM = 0.15;
+  var startedAtTop = false;
+  function startReadable() {
+    startedAtTop = false;
+    var nodesDrawn = view.layout.nodes;
+    if (!panZoom || !nodesDrawn.length || panZoom.getSizes().realZoom >= UNREADABLE_ZOOM ||
+      2 * view.layout.height < view.layout.width) return;
+    var top = 0;
+    nodesDrawn.forEach(function (box, i) { if (box[1] - box[3] / 2 < nodesDrawn[top][1] - nodesDrawn[top][3] / 2) top = i; });
+    focusItem(top);
+    var sizes = panZoom.getSizes();
+    var box = nodesDrawn[top];
+    panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: 30 - (box[1] - box[3] / 2) * sizes.realZoom });
+    startedAtTop = true;
+  }
+
   function focusItem(i) {
     var box = view.layout.nodes[i];
     var sizes = panZoom.getSizes();
     var fits = Math.min(sizes.width * 0.8 / Math.max(box[2], 1), sizes.height * 0.8 / Math.max(box[3], 1));
     var wanted = Math.min(Math.max(sizes.realZoom, READABLE_ZOOM), fits);
     if (Math.abs(wanted - sizes.realZoom) > 1e-3) {
-      panZoom.zoom(panZoom.getZoom() * wanted / sizes.realZoom);
+      var zoom = panZoom.getZoom() * wanted / sizes.realZoom;
+      // A huge level fits the window at a tiny zoom, and the most zoom is counted from it.
+      if (zoom > MAX_ZOOM) panZoom.setMaxZoom(zoom * 2);
+      panZoom.zoom(zoom);
       sizes = panZoom.getSizes();
     }
     panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: sizes.height / 2 - box[1] * sizes.realZoom });
@@ -540,6 +564,7 @@
         (info.params ? ', ' + countText(info.params) + ' params' : '');
     if (expanded) text += ' Expanded: every module inside is opened (a folded run shows its first block); e or Collapse goes back to boxes.';
     if (view.layout.note) text += ' ' + view.layout.note;  // drawn without dot: a level too big for it
+    if (startedAtTop) text += ' Too long to read whole: shown from its top; f or Fit shows all of it.';
     levelNote.appendChild(document.createTextNode(text));
     if (place && place.run.length > 1) {
       var run = place.run;
