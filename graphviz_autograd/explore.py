@@ -40,7 +40,16 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from .describe import count_text, describe_op, plural
 from .dot import shown_text
-from .errors import GraphTooBigError, GraphvizAutogradError, InputTypeError, LayoutTimeoutError, OptionError, RenderError
+from .errors import (
+    GRAPHVIZ_INSTALL_HINT,
+    GraphTooBigError,
+    GraphvizAutogradError,
+    GraphvizNotFoundError,
+    InputTypeError,
+    LayoutTimeoutError,
+    OptionError,
+    RenderError,
+)
 from .graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -1168,6 +1177,12 @@ def _lay_out(
             if layout != "auto":
                 raise
             return None
+        except GraphvizNotFoundError:
+            raise GraphvizNotFoundError(
+                "The Graphviz 'dot' executable was not found on PATH, and the explorer page lays out its levels "
+                f"with it. {GRAPHVIZ_INSTALL_HINT.partition(' or write')[0]}, or pass layout='fixed', which lays out "
+                "every level without it."
+            ) from None
         return _layout_documents(output, len(batch))
 
     with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(batches)))) as pool:

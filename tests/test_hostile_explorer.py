@@ -264,6 +264,17 @@ def test_a_graphviz_killed_by_a_signal_names_what_explore_takes(fake_dot, tmp_pa
     assert list(tmp_path.glob("*.html")) == []
 
 
+def test_without_graphviz_the_page_says_to_install_it_or_lay_out_without_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot there
+    output, params = small_output()
+    with pytest.raises(graphviz_autograd.GraphvizNotFoundError) as raised:
+        explore(output, params)
+    message = str(raised.value)
+    assert "Install Graphviz" in message and ".dot" not in message and named_options(message) <= EXPLORE_OPTIONS
+    page = explore(output, params, layout="fixed")  # needs no Graphviz
+    assert len(page.data["templates"][0]["layout"]["nodes"]) == len(page.data["templates"][0]["items"])
+
+
 def test_layout_options_are_checked():
     output, params = small_output()
     with pytest.raises(OptionError, match="layout must be one of"):
