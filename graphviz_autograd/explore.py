@@ -100,6 +100,8 @@ PORT_OUT = "out"
 
 # Per level, the dot runs in parallel: each is a process of its own.
 _LAYOUT_WORKERS = 4
+# How much more dot keeps a data edge short and straight than an input without gradient.
+DATA_WEIGHT = "4"
 # DOT characters laid out by one dot at the least: small views share a process.
 _BATCH_CHARS = 60_000
 # Points per inch, as Graphviz measures node sizes.
@@ -999,8 +1001,12 @@ class _ViewEdges:
         self.junction_ends: list[tuple[int, ...]] = []  # per junction: the items whose edges run through it
         self.segment_count = len(edges)  # the DOT edges: the view's own, or those through junctions
         if rerouted is None:
+            # An input without gradient pulls nothing into line: each op of a chain sat
+            # between it and the op before, half a box further aside each time, and a
+            # part of a long chain (see _split_big_levels) ran down the page diagonally.
             self.lines = [
-                f" i{s} -> i{t} [id=e{n}{' label=' + labels[n] if labels[n] else ''}]" for n, (s, t, *_rest) in enumerate(edges)
+                f" i{s} -> i{t} [id=e{n}{' weight=' + DATA_WEIGHT if kind == DATA else ''}{' label=' + labels[n] if labels[n] else ''}]"
+                for n, (s, t, kind, *_rest) in enumerate(edges)
             ]
             return
         self.routes = routes = link_routes(rerouted, links)
