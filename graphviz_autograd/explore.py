@@ -407,6 +407,7 @@ def explorer_data(
     ``expanded`` view of the level with every module inside it opened), ``meanings``
     (op name -> lines), ``findings`` and ``metrics`` (per node index).
     """
+    check_layout(layout)
     graph = _with_shown_names(graph)
     nodes = graph.nodes
     modules = _Modules(graph.modules)
