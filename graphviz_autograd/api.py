@@ -195,7 +195,7 @@ def render(
     True
     """
     if format_for_path(path, format) == "html":
-        return _explore_page(outputs_or_graph, path, params, timeout, make_dot_options)
+        return _explore_page(outputs_or_graph, path, params, timeout, dict(make_dot_options, layout=layout, layout_budget=layout_budget))
     if format_for_path(path, format) == "dot" and layout == "auto":
         layout = "dot"  # nothing is laid out here, so nothing to decide
     dot = make_dot(outputs_or_graph, params, layout=layout, layout_budget=layout_budget, **make_dot_options)
@@ -211,7 +211,8 @@ def render(
 
 
 # The options of make_dot that an explorer page also takes (explore.explore).
-_EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "show_shapes", "show_attrs", "show_device", "expand_limit")
+_EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "show_shapes", "show_attrs", "show_device", "expand_limit", "layout",
+                    "layout_budget")
 
 
 def _explore_page(outputs_or_graph: Any, path: PathLike, params: Params, timeout: Optional[float], options: dict) -> Path:

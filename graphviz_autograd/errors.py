@@ -64,3 +64,7 @@ class MetaDeviceError(GraphvizAutogradError, ValueError):
 
 class NoModulesError(GraphvizAutogradError, ValueError):
     """A roll-up by module was asked of a graph that knows no modules (walked without a recorder of the model)."""
+
+
+class GraphTooBigError(GraphvizAutogradError, ValueError):
+    """A graph is bigger than what is asked of it can take (the explorer page's node limit)."""

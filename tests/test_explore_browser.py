@@ -76,6 +76,12 @@ class Page:
     def box(self, text: str):
         return self.page.locator("g.node", has_text=text).first
 
+    def search(self, query: str) -> None:
+        """Type ``query`` into the search box and wait for its hits (search runs once typing pauses)."""
+        self.page.fill("#search", query)
+        self.page.wait_for_function(
+            "(q) => document.getElementById('hits-section').getAttribute('data-query') === q", arg=query)
+
     def crumbs(self) -> list[str]:
         return self.page.locator("#breadcrumb button, #breadcrumb span[aria-current]").all_text_contents()
 
@@ -118,7 +124,7 @@ def test_folded_block_opens_one_representative(gpt2):
 
 
 def test_search_jumps_into_the_right_layer(gpt2):
-    gpt2.page.fill("#search", "c_attn")
+    gpt2.search("c_attn")
     hits = gpt2.page.locator("#hits button")
     texts = hits.all_text_contents()
     assert any(t.startswith("transformer.h.2.attn.c_attn") for t in texts)
@@ -127,8 +133,8 @@ def test_search_jumps_into_the_right_layer(gpt2):
     assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer", "h.2", "attn", "c_attn"]
     highlighted = gpt2.page.locator("g.node.hit")
     assert highlighted.count() == 1 and highlighted.text_content().startswith("weight")
-    # A regular expression, and a module hit: its parent opens with the box highlighted.
-    gpt2.page.fill("#search", r"h\.3\.mlp$")
+    # A regular expression (asked for with slashes), and a module hit: its parent opens with the box highlighted.
+    gpt2.search(r"/h\.3\.mlp$/")
     gpt2.page.locator("#hits button").first.click()
     assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer", "h.3"]
     assert gpt2.page.locator("g.node.hit text.name").text_content() == "mlp"
@@ -148,7 +154,7 @@ def test_breadcrumb_and_keys_go_back_up(gpt2):
 
 
 def test_details_panel_and_tracing(gpt2):
-    gpt2.page.fill("#search", r"h\.1\.attn\.c_attn$")
+    gpt2.search(r"/h\.1\.attn\.c_attn$/")
     gpt2.page.locator("#hits button").first.click()
     gpt2.box("c_attn").click()
     gpt2.box("AddmmBackward0").click()
@@ -182,7 +188,7 @@ def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path):
         assert page.page.locator("img").count() == 0
         page.page.locator("g.node.kind-box").click()
         assert page.crumbs()[-1] == HOSTILE
-        page.page.fill("#search", "onerror")
+        page.search("onerror")
         page.page.locator("#hits button").first.click()
         assert page.page.evaluate("window.__pwned") is None
         assert page.page.locator("img, b, i").count() == 0

@@ -82,3 +82,25 @@ def test_walks_that_note_more_than_the_type_keep_nothing_between_walks(monkeypat
     assert any(n.attrs for n in graph.nodes)
     walk((x * 2).exp().sum())
     assert len(walk_module._PLAIN_OPS) == 4  # Sum, Exp, Mul, AccumulateGrad
+
+
+def test_a_deep_graph_counted_then_walked_twice_is_still_freed():
+    # Counting a graph before its walk (as explore() does) and walking it again each hold
+    # the wrappers of its nodes; held by two at once, neither would ever let them go.
+    from graphviz_autograd.capture import deep_graphs
+    from graphviz_autograd.capture.walking import count_functions
+
+    x = torch.ones(1, requires_grad=True)
+    marker = torch.randn(1)
+    marker_ref = weakref.ref(marker)
+    y = x * marker  # MulBackward0 saves marker: it lives exactly as long as the graph
+    del marker
+    for _ in range(deep_graphs.DEEP_GRAPH_NODES + 10):
+        y = y * 1.0
+    before = deep_graphs.held_count()
+    assert count_functions(y, 10**6) > deep_graphs.DEEP_GRAPH_NODES
+    walk(y)
+    walk(y)
+    del y
+    gc.collect()
+    assert marker_ref() is None and deep_graphs.held_count() == before

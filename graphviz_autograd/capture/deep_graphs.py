@@ -25,6 +25,10 @@ from typing import Any, Collection
 DEEP_GRAPH_NODES = 10_000
 
 _held: list["_HeldGraph"] = []
+# The ids of the wrappers held, each by one _HeldGraph alone: a wrapper held twice (a
+# graph counted, then walked) would show a reference too many to each, and neither
+# would ever let it go.
+_held_ids: set[int] = set()
 _lock = threading.Lock()
 _installed = False
 
@@ -47,6 +51,7 @@ class _HeldGraph:
             changed = False
             for i in range(self.first, len(wrappers)):
                 if wrappers[i] is not None and sys.getrefcount(wrappers[i]) == 2:
+                    _held_ids.discard(id(wrappers[i]))
                     wrappers[i] = None
                     changed = True
             while self.first < len(wrappers) and wrappers[self.first] is None:
@@ -62,7 +67,10 @@ def hold(wrappers: Collection[Any]) -> None:
     if len(wrappers) < DEEP_GRAPH_NODES:
         return  # checked before copying: most graphs are small
     with _lock:
-        _held.append(_HeldGraph(list(wrappers)))
+        new = [wrapper for wrapper in wrappers if id(wrapper) not in _held_ids]
+        if new:
+            _held_ids.update(map(id, new))
+            _held.append(_HeldGraph(new))
         if not _installed:
             gc.callbacks.append(_after_collection)
             _installed = True

@@ -24,7 +24,7 @@ import torch
 from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
-from ..errors import NoGraphError
+from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, parameter_names
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
@@ -620,3 +620,38 @@ def _device_name(device: torch.device) -> str:
     if name is None:
         name = _DEVICE_NAMES[device] = str(device)
     return name
+
+
+def count_functions(outputs: Any, limit: int) -> int:
+    """The autograd functions behind ``outputs``, counted up to one past ``limit``:
+    cheap (no names, shapes or saved values), to refuse a graph before walking it.
+
+    Reading ``next_functions`` gives each function a Python wrapper, which makes
+    freeing a long chain recursive: the wrappers go to :func:`deep_graphs.hold`, in
+    the order they were found, as a walk's do.
+
+    >>> import torch
+    >>> x = torch.ones(1, requires_grad=True)
+    >>> count_functions((x * 2).exp(), limit=10)  # ExpBackward0, MulBackward0, AccumulateGrad
+    3
+    """
+    try:
+        tensors = [t for _, t in named_tensors(outputs)]
+    except GraphvizAutogradError:
+        return 0  # the walk says what is wrong with the outputs
+    seen: dict[Any, None] = {}  # in the order found: each after one of its consumers
+    stack = []
+    for tensor in tensors:
+        fn = getattr(tensor, "grad_fn", None)
+        if fn is not None and fn not in seen:
+            seen[fn] = None
+            stack.append(fn)
+    try:
+        while stack and len(seen) <= limit:
+            for next_fn, _ in stack.pop().next_functions:
+                if next_fn is not None and next_fn not in seen:
+                    seen[next_fn] = None
+                    stack.append(next_fn)
+    finally:
+        deep_graphs.hold(seen)
+    return len(seen)

@@ -363,7 +363,8 @@ def render(
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, show_attrs=show_attrs, timeout=timeout,
-                                expand_limit=options.expand_limit)
+                                expand_limit=options.expand_limit, layout=options.layout,
+                                layout_budget=options.layout_budget)
                 assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
@@ -731,11 +732,14 @@ def _explore(
     show_attrs: bool,
     timeout: float,
     expand_limit: int = DEFAULT_EXPAND_LIMIT,
+    layout: str = "auto",
+    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> Any:
     """The explorer page of the outputs: one walk, with what check finds when asked."""
-    from ..explorer.pages import explore
+    from ..explorer.pages import check_graph_size, explore
     from ..capture.walking import walk
 
+    check_graph_size(outputs)  # before the walk, which would take long on a graph too big
     progress("walking the autograd graph...")
     with _model_named_in_errors(loaded):
         names = loaded.tensor_names() if name_leaves else None
@@ -743,6 +747,7 @@ def _explore(
         findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
     return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout, expand_limit=expand_limit,
+                   layout=layout, layout_budget=layout_budget,
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 

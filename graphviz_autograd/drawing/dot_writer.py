@@ -138,6 +138,29 @@ def _escaped_code(match: re.Match) -> str:
     return ("\\\\x%02x" if code < 0x100 else "\\\\u%04x") % code
 
 
+def shown_text(text: str, one_line: bool = True) -> str:
+    """``text`` with what a page cannot show or carry written as an escape: control
+    characters as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE and
+    U+FFFF as ``\\uNNNN``, as :func:`escape` shows them in a drawing. With
+    ``one_line``, tabs and line breaks too (a name is drawn on one line).
+
+    >>> print(shown_text("a\\x00b\\ud800c\\n"), shown_text("x\\ny", one_line=False) == "x\\ny")
+    a\\x00b\\ud800c\\x0a True
+    """
+    found = (_UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE).search(text)
+    if found is None:
+        return text
+    return (_UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE).sub(_shown_code, text)
+
+
+_UNSHOWABLE_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def _shown_code(match: re.Match) -> str:
+    code = ord(match.group())
+    return ("\\x%02x" if code < 0x100 else "\\u%04x") % code
+
+
 def quote(text: str) -> str:
     """A DOT string literal for any text."""
     return '"' + escape(text) + '"'

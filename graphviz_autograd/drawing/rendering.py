@@ -88,7 +88,22 @@ def check_timeout(timeout: Optional[float]) -> Optional[float]:
     return timeout
 
 
-def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT, engine: str = "dot") -> bytes:
+# What to do when Graphviz runs past its timeout, or is killed (run_dot's ``advice``).
+TIMEOUT_ADVICE = (
+    "Pass a larger timeout= (--timeout on the command line), draw it with layout='fixed' "
+    "(--layout fixed), collapse it with depth= (--depth), or write .dot and lay it out separately."
+)
+KILLED_ADVICE = "A very large graph can exhaust memory: write .dot instead, or draw a smaller part of the graph."
+
+
+def run_dot(
+    source: str,
+    fmt: str,
+    *,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+    engine: str = "dot",
+    advice: Optional[tuple[str, str]] = None,
+) -> bytes:
     """Lay out and draw DOT ``source`` in ``fmt`` with Graphviz; return the bytes.
 
     ``engine="neato"`` runs ``neato -n2`` instead of ``dot``, for DOT that pins
@@ -96,7 +111,10 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
     runs in a session of its own, so that on a timeout (or Ctrl-C) it is
     stopped together with anything it started: killing only a ``dot`` that is a
     wrapper script would leave its child running, holding our pipes open.
+    ``advice`` replaces what the error of a timeout and of a killed Graphviz tell the
+    user to do (``(TIMEOUT_ADVICE, KILLED_ADVICE)``), for a caller with other options.
     """
+    timeout_advice, killed_advice = advice or (TIMEOUT_ADVICE, KILLED_ADVICE)
     timeout = check_timeout(timeout)
     check_engine(engine)
     executable = find_dot(engine)
@@ -115,9 +133,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
     except subprocess.TimeoutExpired:
         _stop(process)
         raise LayoutTimeoutError(
-            f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. "
-            "Pass a larger timeout= (--timeout on the command line), draw it with layout='fixed' "
-            "(--layout fixed), collapse it with depth= (--depth), or write .dot and lay it out separately."
+            f"Graphviz '{engine}' did not finish laying out the graph within {timeout:g} s. {timeout_advice}"
         ) from None
     except BaseException:
         _stop(process)
@@ -125,8 +141,7 @@ def run_dot(source: str, fmt: str, *, timeout: Optional[float] = DEFAULT_TIMEOUT
     if process.returncode < 0:
         raise RenderError(
             f"Graphviz '{engine}' was killed by {_signal_name(-process.returncode)} before it finished "
-            f"drawing the graph as {fmt}. A very large graph can exhaust memory: write .dot instead, "
-            "or draw a smaller part of the graph."
+            f"drawing the graph as {fmt}. {killed_advice}"
         )
     if process.returncode != 0:
         message = stderr.decode("utf-8", "replace").strip() or f"exit status {process.returncode}"

@@ -32,13 +32,23 @@ from __future__ import annotations
 import html as html_text
 import json
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from ..graph.descriptions import count_text, describe_op, plural
-from ..errors import InputTypeError, OptionError
+from ..drawing.dot_writer import shown_text
+from ..errors import (
+    GRAPHVIZ_INSTALL_HINT,
+    GraphTooBigError,
+    GraphvizNotFoundError,
+    InputTypeError,
+    LayoutTimeoutError,
+    OptionError,
+    RenderError,
+)
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -52,18 +62,34 @@ from ..graph.autograd_graph import (
     SAVED_BY,
     SAVED_TENSOR_OF,
     AutogradGraph,
+    Edge,
     ModuleInfo,
+    Node,
     leaves_and_returns,
 )
 from ..views.junctions import link_routes, plan_junctions
-from ..options import DEFAULT_EXPAND_LIMIT
+from ..drawing.layout import layered_positions
+from ..views.page_fit import estimate_layout_seconds, node_size
+from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, check_layout
 from ..views.stacking import stacking_edges
 from ..graph.style import EDGE_STYLES
-from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, run_dot, write_atomic
+from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, check_timeout, run_dot, write_atomic
 
 # Modules that hold others and run nothing themselves: a level of their own would
 # only add a click, so their children are shown in the level of their parent.
 PASS_THROUGH_TYPES = frozenset(("ModuleList", "ModuleDict", "ParameterList", "ParameterDict"))
+
+# The most ops (autograd functions, AccumulateGrad included) a graph explore() takes
+# may have: a 200,000-op chain builds in some 10 s and 1.4 GB (see docs/explorer.md);
+# past this a page would take minutes and gigabytes, and is refused before the walk.
+MAX_OPS = 300_000
+# A level with more nodes of its own than this shows them as parts of PART_OPS ops
+# (a number many periods of a repeated chain divide), and at most PART_NODES nodes, each.
+SPLIT_LEVELS_ABOVE = 2_000
+PART_OPS = 600
+PART_NODES = 2_000
+# The class name the page shows for such a part.
+PART_TYPE = "Part"
 
 # Item kinds of a level besides node kinds: a child module, and the two ends of an
 # edge that crosses the level's border.
@@ -73,6 +99,8 @@ PORT_OUT = "out"
 
 # Per level, the dot runs in parallel: each is a process of its own.
 _LAYOUT_WORKERS = 4
+# How much more dot keeps a data edge short and straight than an input without gradient.
+DATA_WEIGHT = "4"
 # DOT characters laid out by one dot at the least: small views share a process.
 _BATCH_CHARS = 60_000
 # Points per inch, as Graphviz measures node sizes.
@@ -135,6 +163,8 @@ def explore(
     title: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
     expand_limit: int = DEFAULT_EXPAND_LIMIT,
+    layout: str = "auto",
+    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> Explorer:
     """An interactive page of the backward graph of ``output``, level by level.
 
@@ -150,6 +180,15 @@ def explore(
     inside it opened, as nested boxes, down to single ops, unless that view would
     draw more than ``expand_limit`` nodes (the page then offers only level by level).
 
+    ``layout`` and ``layout_budget`` work as for :func:`~graphviz_autograd.drawing.rendering`,
+    per level: with ``"auto"`` a level that ``dot`` would take longer than
+    ``layout_budget`` seconds to lay out (by its estimate, or on the clock) is laid
+    out by the fixed layered layout instead; ``"fixed"`` lays out every level so, and
+    ``"dot"`` waits for ``dot`` (up to ``timeout``). A level of more than
+    ``SPLIT_LEVELS_ABOVE`` nodes of its own is shown as boxes of ``PART_OPS`` ops each,
+    in walk order (``(part 3 of 200)``), which fold as alike modules do. A graph
+    of more than ``MAX_OPS`` ops is refused before it is walked.
+
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> page = explore((x * x).sum())
@@ -161,6 +200,11 @@ def explore(
             raise OptionError(f"{name} must be True or False; got {value!r}.")
     if isinstance(expand_limit, bool) or not isinstance(expand_limit, int) or expand_limit < 0:
         raise OptionError(f"expand_limit must be a whole number of nodes, 0 or more (0: no expanded views); got {expand_limit!r}.")
+    check_layout(layout)
+    if isinstance(layout_budget, bool) or not isinstance(layout_budget, (int, float)) or not layout_budget > 0:
+        raise OptionError(f"layout_budget must be a positive number of seconds; got {layout_budget!r}.")
+    check_timeout(timeout)
+    check_graph_size(output)
     if params is None and recorder is not None:
         params = recorder.model
     if isinstance(output, AutogradGraph):
@@ -185,12 +229,83 @@ def explore(
         title = graph.modules[0].type_name if graph.modules else "autograd graph"
     if not isinstance(title, str):
         raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
+    title = shown_text(title)
     data = explorer_data(
         graph, findings=findings, gradient_norms=norms, show_attrs=show_attrs, show_device=show_device, timeout=timeout,
-        expand_limit=expand_limit,
+        expand_limit=expand_limit, layout=layout, layout_budget=layout_budget,
     )
     data["title"] = title
     return Explorer(data, title)
+
+
+# --- how big a graph the page takes -------------------------------------------------
+
+
+def check_graph_size(output: Any) -> None:
+    """Refuse, before the walk, a graph of more than ``MAX_OPS`` ops (AccumulateGrad included):
+    a GraphTooBigError saying what to do instead.
+
+    >>> import torch
+    >>> x = torch.ones(1, requires_grad=True)
+    >>> check_graph_size(x * 2)  # one op and an AccumulateGrad: nothing to say
+    """
+    if isinstance(output, AutogradGraph):
+        count = sum(1 for content in output.columns(fill_ids=False).contents if content[0] in (OP, ACCUMULATE_GRAD))
+    else:
+        from ..capture.walking import count_functions
+
+        count = count_functions(output, MAX_OPS)
+    if count > MAX_OPS:
+        raise GraphTooBigError(
+            f"explore() takes graphs of up to {MAX_OPS:,} ops, and this one has "
+            f"{'more' if not isinstance(output, AutogradGraph) else f'{count:,}'}: its page would take minutes to build "
+            "and gigabytes to open. Explore a smaller part of it (the output of one block, or the model built with "
+            "fewer layers), or draw it as a static picture (an .svg, .pdf or .png file), which lays out any size."
+        )
+
+
+def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules") -> None:
+    """Put the nodes of each level that holds more than ``SPLIT_LEVELS_ABOVE`` of its own
+    (outputs aside) into parts, in walk order, each a level of its own: a new part
+    begins at the ``PART_OPS + 1``-th op of one, or its ``PART_NODES + 1``-th node.
+
+    A level of 200,000 ops is more than a page can draw at once, and more than
+    ``dot`` lays out in minutes. As parts, its level holds a few boxes. Parts are
+    counted in ops so that the parts of a repeated chain start at the same place of
+    it and are alike: they fold into one box, laid out once, as repeated blocks are.
+    """
+    counts: dict[str, int] = {}
+    for path, kind in zip(home, kinds):
+        if kind != OUTPUT:
+            counts[path] = counts.get(path, 0) + 1
+    big = {path for path, count in counts.items() if count > SPLIT_LEVELS_ABOVE}
+    if not big:
+        return
+    part_of: dict[int, int] = {}  # node -> its part's number in its level, from 0
+    state = {path: [0, 0, 0] for path in big}  # part number, its ops, its nodes
+    for k, (path, kind) in enumerate(zip(home, kinds)):
+        if path not in big or kind == OUTPUT:
+            continue
+        part = state[path]
+        if part[2] == PART_NODES or (kind == OP and part[1] == PART_OPS):
+            part[0], part[1], part[2] = part[0] + 1, 0, 0
+        part[1] += kind == OP
+        part[2] += 1
+        part_of[k] = part[0]
+    names_of: dict[str, list[str]] = {}
+    for path in big:
+        total = state[path][0] + 1
+        prefix = path + "." if path else ""
+        names = names_of[path] = []
+        for number in range(1, total + 1):
+            name = f"{prefix}(part {number} of {total})"
+            while name in modules.info:  # a module of the model named so
+                name += "'"
+            modules.info[name] = ModuleInfo(name, PART_TYPE)
+            modules.order[name] = len(modules.order)
+            names.append(name)
+    for k, number in part_of.items():
+        home[k] = names_of[home[k]][number]
 
 
 # --- the levels --------------------------------------------------------------------
@@ -247,6 +362,8 @@ def explorer_data(
     show_device: bool = True,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
     expand_limit: int = DEFAULT_EXPAND_LIMIT,
+    layout: str = "auto",
+    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> dict:
     """The plain data an explorer page is built from (what :func:`explore` embeds).
 
@@ -258,6 +375,8 @@ def explorer_data(
     ``expanded`` view of the level with every module inside it opened), ``meanings``
     (op name -> lines), ``findings`` and ``metrics`` (per node index).
     """
+    check_layout(layout)
+    graph = _with_shown_names(graph)
     nodes = graph.nodes
     modules = _Modules(graph.modules)
     saved_bytes, saved_owner = _saved_bytes(graph)
@@ -279,6 +398,7 @@ def explorer_data(
             except KeyError:
                 pass
         home.append(modules.level_of(path))
+    _split_big_levels(home, [nodes[i].kind for i in shown], modules)
 
     levels: dict[str, _Level] = {"": _Level("")}
     for k, path in enumerate(home):
@@ -347,13 +467,14 @@ def explorer_data(
         _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates)
 
     _add_expanded_views(ordered, levels, home, edges_out, templates, expand_limit)
-    _lay_out(templates, timeout)
+    _lay_out(templates, timeout, layout, layout_budget)
 
     finding_rows = []
     for finding in findings:
         ids = [index_of[n] for n in finding.nodes if n in index_of]
         ids += [index_of[saved_owner[n]] for n in finding.nodes if n in saved_owner and saved_owner[n] in index_of]
-        finding_rows.append([finding.severity, finding.code, finding.message, sorted(set(ids)), finding.subject])
+        finding_rows.append([finding.severity, finding.code, shown_text(finding.message, one_line=False), sorted(set(ids)),
+                             shown_text(finding.subject)])
 
     metrics: dict[str, dict[str, Union[float, str]]] = {"saved_bytes": {}, "grad_norm": {}}
     for k, i in enumerate(shown):
@@ -361,6 +482,7 @@ def explorer_data(
         if size:
             metrics["saved_bytes"][str(k)] = size
     if gradient_norms:
+        gradient_norms = {shown_text(name): norm for name, norm in gradient_norms.items()}
         accumulator: dict[int, int] = {}
         for s, t, kind, _ in edges_out:
             if kind == DATA and nodes[shown[t]].kind == ACCUMULATE_GRAD:
@@ -401,6 +523,36 @@ def explorer_data(
         "findings": finding_rows,
         "metrics": metrics,
     }
+
+
+def _with_shown_names(graph: AutogradGraph) -> AutogradGraph:
+    """``graph`` with every name and text as the page shows it (:func:`shown_text`).
+
+    A name may hold what neither Graphviz nor the page can take as it is: a NUL ends
+    a DOT string, a control character makes Graphviz's JSON invalid, and a lone
+    surrogate cannot be written as UTF-8. Escaped once here, before levels and
+    layouts are made of them, such a name is drawn, laid out and searched as text
+    (``a\\x00b``), as in a static drawing. Most graphs hold none: one search over all
+    their names says so, and they are returned as they are.
+    """
+    nodes = graph.nodes
+    names = "/".join([n for node in nodes for n in (node.label, node.module)]
+                     + [n for m in graph.modules for n in (m.path, m.type_name)])
+    texts = "/".join([t for node in nodes if node.note or node.attrs for t in (node.note, *(v for a in node.attrs for v in a))])
+    if _UNSHOWN_NAME.search(names) is None and _UNSHOWN_TEXT.search(texts) is None:
+        return graph
+    shown_nodes = tuple(
+        node._replace(label=shown_text(node.label), module=shown_text(node.module), note=shown_text(node.note, one_line=False),
+                      attrs=tuple((shown_text(k), shown_text(v, one_line=False)) for k, v in node.attrs))
+        for node in nodes
+    )
+    shown_modules = tuple(m._replace(path=shown_text(m.path), type_name=shown_text(m.type_name)) for m in graph.modules)
+    return AutogradGraph(shown_nodes, graph.edges, params_given=graph.params_given, modules=shown_modules)
+
+
+# What shown_text changes, in a name and in other text.
+_UNSHOWN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNSHOWN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _add_level(levels: dict[str, _Level], modules: _Modules, path: str) -> _Level:
@@ -818,8 +970,12 @@ class _ViewEdges:
         self.junction_ends: list[tuple[int, ...]] = []  # per junction: the items whose edges run through it
         self.segment_count = len(edges)  # the DOT edges: the view's own, or those through junctions
         if rerouted is None:
+            # An input without gradient pulls nothing into line: each op of a chain sat
+            # between it and the op before, half a box further aside each time, and a
+            # part of a long chain (see _split_big_levels) ran down the page diagonally.
             self.lines = [
-                f" i{s} -> i{t} [id=e{n}{' label=' + labels[n] if labels[n] else ''}]" for n, (s, t, *_rest) in enumerate(edges)
+                f" i{s} -> i{t} [id=e{n}{' weight=' + DATA_WEIGHT if kind == DATA else ''}{' label=' + labels[n] if labels[n] else ''}]"
+                for n, (s, t, kind, *_rest) in enumerate(edges)
             ]
             return
         self.routes = routes = link_routes(rerouted, links)
@@ -944,39 +1100,146 @@ def _innermost_cluster(boxes: Sequence[int], parent_of: dict[int, int]) -> int:
     return common[0]
 
 
-def _lay_out(templates: list[dict], timeout: Optional[float]) -> None:
+def _lay_out(
+    templates: list[dict], timeout: Optional[float], layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET
+) -> None:
     """Add ``layout`` to every template and to every expanded view: the drawing's
-    size, node boxes, module boxes and edge paths."""
+    size, node boxes, module boxes and edge paths.
+
+    With ``layout="auto"``, as for a static picture, a view that ``dot`` would take
+    longer than ``budget`` seconds to lay out (:func:`estimate_layout_seconds`), or
+    that runs past them, is laid out by the fixed layered layout instead
+    (:func:`layered_positions`), its layout carrying a ``note`` the page shows; an
+    expanded view is then left out (``{"skipped": count}``), as one over the limit is.
+    ``"fixed"`` does so for every view, ``"dot"`` for none.
+    """
     jobs: list[tuple[dict, dict, tuple[str, _ViewEdges]]] = []
+    owners: list[dict] = []  # the template of each job
     for template in templates:
         jobs.append((template, template, _dot_source(template, templates)))
+        owners.append(template)
         expanded = template.get("expanded")
         if expanded is not None and "items" in expanded:
             jobs.append((expanded, expanded, _expanded_dot_source(template, templates)))
+            owners.append(template)
+    fixed: dict[int, str] = {}  # job -> why it is not laid out by dot
+    for n, (_target, view, _dot) in enumerate(jobs):
+        if layout == "fixed":
+            fixed[n] = "Laid out by the fixed layered layout (layout='fixed')."
+        elif layout == "auto":
+            estimate = estimate_layout_seconds(_view_graph(view, owners[n], templates))
+            if estimate > budget:
+                fixed[n] = (f"Laid out by the fixed layered layout: Graphviz dot would take about {estimate:,.0f} s "
+                            f"(layout budget {budget:g} s; explore(..., layout='dot') waits for it).")
+    dot_jobs = [n for n in range(len(jobs)) if n not in fixed]
     # Expanded views run in a dot of their own: laid out after other graphs with module
     # boxes, dot places boxes a little differently from run to run.
-    batches = _batches([len(source) for _target, _view, (source, _edges) in jobs], ["clusters" in view for _target, view, _ in jobs])
+    batches = [[dot_jobs[k] for k in batch] for batch in _batches(
+        [len(jobs[n][2][0]) for n in dot_jobs], ["clusters" in jobs[n][1] for n in dot_jobs])]
+    limit = timeout if layout != "auto" else (budget if timeout is None else min(timeout, budget))
+    advice = (
+        "Pass a larger timeout=, or layout='auto' (the default) or 'fixed' to lay out such a level without dot.",
+        "Pass layout='fixed' to lay out every level without dot, or explore a smaller part of the graph.",
+    )
 
-    def lay_out_batch(batch: list[int]) -> list[dict]:
+    def lay_out_batch(batch: list[int]) -> Optional[list[dict]]:
         # One dot for many small views: dot reads graph after graph and writes one JSON
         # document per graph. Starting dot costs more than laying out a small level, and
         # a model whose layers all differ (DenseNet) has hundreds of them.
-        text = run_dot("".join(jobs[n][2][0] for n in batch), "json0", timeout=timeout).decode("utf-8")
-        decoder, at = json.JSONDecoder(), 0
-        found: list[dict] = []
-        while len(found) < len(batch):
-            while text[at].isspace():
-                at += 1
-            document, at = decoder.raw_decode(text, at)
-            found.append(document)
-        return found
+        try:
+            output = run_dot("".join(jobs[n][2][0] for n in batch), "json0", timeout=limit, advice=advice)
+        except LayoutTimeoutError:
+            if layout != "auto":
+                raise
+            return None
+        except GraphvizNotFoundError:
+            raise GraphvizNotFoundError(
+                "The Graphviz 'dot' executable was not found on PATH, and the explorer page lays out its levels "
+                f"with it. {GRAPHVIZ_INSTALL_HINT.partition(' or write')[0]}, or pass layout='fixed', which lays out "
+                "every level without it."
+            ) from None
+        return _layout_documents(output, len(batch))
 
     with ThreadPoolExecutor(max_workers=min(_LAYOUT_WORKERS, max(1, len(batches)))) as pool:
         drawn: dict[int, dict] = {}
         for batch, documents in zip(batches, pool.map(lay_out_batch, batches)):
-            drawn.update(zip(batch, documents))
+            if documents is None:
+                for n in batch:
+                    fixed[n] = (f"Laid out by the fixed layered layout: Graphviz dot did not finish within the layout "
+                                f"budget of {limit:g} s (explore(..., layout='dot') waits for it).")
+            else:
+                drawn.update(zip(batch, documents))
     for n, (target, view, (_source, edges)) in enumerate(jobs):
-        target["layout"] = _read_layout(drawn[n], len(view["items"]), edges, len(view.get("clusters", ())))
+        if n in drawn:
+            target["layout"] = _read_layout(drawn[n], len(view["items"]), edges, len(view.get("clusters", ())))
+        elif "clusters" in view:
+            owners[n]["expanded"] = {"skipped": len(view["items"])}
+        else:
+            target["layout"] = _fixed_layout(view, owners[n], templates, fixed[n])
+
+
+def _layout_documents(output: bytes, count: int) -> list[dict]:
+    """The ``count`` JSON documents one ``dot -Tjson0`` wrote, or a RenderError saying
+    they could not be read (a broken Graphviz that exits 0 with something else)."""
+    documents: list[dict] = []
+    try:
+        text = output.decode("utf-8")
+        decoder, at = json.JSONDecoder(), 0
+        while len(documents) < count:
+            while text[at].isspace():
+                at += 1
+            document, at = decoder.raw_decode(text, at)
+            if not isinstance(document, dict):
+                raise ValueError("not a graph")
+            documents.append(document)
+    except (ValueError, IndexError):
+        shown = output[:40].decode("utf-8", "replace").strip()
+        raise RenderError(
+            f"Graphviz 'dot' exited without error, but its output could not be read as the layout of "
+            f"{'a level' if count == 1 else f'{count} levels'} of the explorer page (JSON, {len(output):,} bytes, "
+            f"beginning {shown!r}), and no page was written. Check that 'dot -V' runs the Graphviz you meant."
+        ) from None
+    return documents
+
+
+def _view_graph(view: dict, template: dict, templates: list[dict]) -> AutogradGraph:
+    """A view's items and edges as a graph (each item an op of its lines), to estimate
+    how long ``dot`` takes on it and to lay it out without ``dot``."""
+    if "clusters" in view:
+        items = [_expanded_item(template, path, templates) for path in view["items"]]
+    else:
+        items = view["items"]
+    nodes = tuple(Node(f"n{i}", OP, "\n".join(_item_lines(item, templates))) for i, item in enumerate(items))
+    edges = tuple(Edge(f"n{e[0]}", f"n{e[1]}", e[2]) for e in view["edges"])
+    return AutogradGraph(nodes, edges)
+
+
+def _fixed_layout(view: dict, template: dict, templates: list[dict], note: str) -> dict:
+    """A view laid out by the package's fixed layered layout (:func:`layered_positions`),
+    in the form of :func:`_read_layout`: edges are straight, from box to box."""
+    graph = _view_graph(view, template, templates)
+    positions = layered_positions(graph)
+    sizes = [node_size(node) for node in graph.nodes]
+    centres = [positions[node.id] for node in graph.nodes]
+    margin = 4.0
+    left = min((x - w / 2 for (x, _y), (w, _h) in zip(centres, sizes)), default=0.0) - margin
+    right = max((x + w / 2 for (x, _y), (w, _h) in zip(centres, sizes)), default=0.0) + margin
+    bottom = min((y - h / 2 for (_x, y), (_w, h) in zip(centres, sizes)), default=0.0) - margin
+    top = max((y + h / 2 for (_x, y), (_w, h) in zip(centres, sizes)), default=0.0) + margin
+    # y points down on the page, up in the layout.
+    boxes = [[round(x - left, 1), round(top - y, 1), round(w, 1), round(h, 1)] for (x, y), (w, h) in zip(centres, sizes)]
+    paths: list[list] = []
+    for edge in view["edges"]:
+        (sx, sy, _sw, sh), (tx, ty, _tw, th) = boxes[edge[0]], boxes[edge[1]]
+        down = 1.0 if ty >= sy else -1.0
+        start = [sx, round(sy + down * sh / 2, 1)]
+        tip = [tx, round(ty - down * th / 2, 1)]
+        dx, dy = tip[0] - start[0], tip[1] - start[1]
+        length = math.hypot(dx, dy) or 1.0
+        end = [round(tip[0] - dx / length * 6, 1), round(tip[1] - dy / length * 6, 1)]
+        middle = [round((start[0] + end[0]) / 2, 1), round((start[1] + end[1]) / 2, 1)]
+        paths.append([start + start + end + end, tip, middle])
+    return {"width": round(right - left, 1), "height": round(top - bottom, 1), "nodes": boxes, "edges": paths, "note": note}
 
 
 def _batches(sizes: Sequence[int], alone: Sequence[bool]) -> list[list[int]]:

@@ -393,10 +393,11 @@
     });
     canvas.appendChild(svg);
     panZoom = svgPanZoom(svg, {
-      viewportSelector: '.viewport', fit: true, center: true, minZoom: 0.02, maxZoom: 40,
+      viewportSelector: '.viewport', fit: true, center: true, minZoom: 0.02, maxZoom: MAX_ZOOM,
       zoomScaleSensitivity: 0.25, dblClickZoomEnabled: false, controlIconsEnabled: false,
     });
     fitView();
+    startReadable();
     drawLegend(metricName, values, low, high);
   }
 
@@ -414,11 +415,39 @@
     }
   }
 
+  // A hit is shown at a size its text reads at (10-point text at 14 pixels or more,
+  // unless the box would then not fit the window), centred.
+  var READABLE_ZOOM = 1.4;
+  var MAX_ZOOM = 40;  // times the zoom that fits the level to the window
+  // A level so long that, fitted to the window, its text would be under two pixels (a
+  // part of a long chain: hundreds of ops one below the other) opens at its top, at a
+  // size its text reads at; f or Fit shows it whole. A wide level stays fitted.
+  var UNREADABLE_ZOOM = 0.15;
+  var startedAtTop = false;
+  function startReadable() {
+    startedAtTop = false;
+    var nodesDrawn = view.layout.nodes;
+    if (!panZoom || !nodesDrawn.length || panZoom.getSizes().realZoom >= UNREADABLE_ZOOM ||
+      2 * view.layout.height < view.layout.width) return;
+    var top = 0;
+    nodesDrawn.forEach(function (box, i) { if (box[1] - box[3] / 2 < nodesDrawn[top][1] - nodesDrawn[top][3] / 2) top = i; });
+    focusItem(top);
+    var sizes = panZoom.getSizes();
+    var box = nodesDrawn[top];
+    panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: 30 - (box[1] - box[3] / 2) * sizes.realZoom });
+    startedAtTop = true;
+  }
+
   function focusItem(i) {
     var box = view.layout.nodes[i];
     var sizes = panZoom.getSizes();
-    if (sizes.realZoom < 0.8) {
-      panZoom.zoom(panZoom.getZoom() * 0.8 / sizes.realZoom);
+    var fits = Math.min(sizes.width * 0.8 / Math.max(box[2], 1), sizes.height * 0.8 / Math.max(box[3], 1));
+    var wanted = Math.min(Math.max(sizes.realZoom, READABLE_ZOOM), fits);
+    if (Math.abs(wanted - sizes.realZoom) > 1e-3) {
+      var zoom = panZoom.getZoom() * wanted / sizes.realZoom;
+      // A huge level fits the window at a tiny zoom, and the most zoom is counted from it.
+      if (zoom > MAX_ZOOM) panZoom.setMaxZoom(zoom * 2);
+      panZoom.zoom(zoom);
       sizes = panZoom.getSizes();
     }
     panZoom.pan({ x: sizes.width / 2 - box[0] * sizes.realZoom, y: sizes.height / 2 - box[1] * sizes.realZoom });
@@ -460,6 +489,7 @@
 
   function open(level, options) {
     options = options || {};
+    if (level !== current) markHitsStale();
     current = level;
     selected = null;
     expanded = !!options.expanded && !cannotExpand(level);
@@ -533,6 +563,8 @@
       : info.path + ' (' + info.type + '): ' + plural(opsBelow[level], 'op') +
         (info.params ? ', ' + countText(info.params) + ' params' : '');
     if (expanded) text += ' Expanded: every module inside is opened (a folded run shows its first block); e or Collapse goes back to boxes.';
+    if (view.layout.note) text += ' ' + view.layout.note;  // drawn without dot: a level too big for it
+    if (startedAtTop) text += ' Too long to read whole: shown from its top; f or Fit shows all of it.';
     levelNote.appendChild(document.createTextNode(text));
     if (place && place.run.length > 1) {
       var run = place.run;
@@ -742,25 +774,143 @@
   }
 
   // --- search ----------------------------------------------------------------------------
+  // Nothing typed into the box may stop the page. A search runs once typing pauses
+  // (SEARCH_PAUSE_MS; Enter runs it at once), and matches text as it is, ignoring case:
+  // `${ finds names holding `${. A query written /like this/ is a regular expression,
+  // and runs in a worker thread: one that backtracks for ever, such as (a+)+$ on a
+  // long name, is stopped after REGEX_MS and the query is matched as text instead.
+  // A query longer than MAX_QUERY characters is not run. Whatever a search ends in,
+  // the hits of the one before are gone from the list first.
 
   var MAX_HITS = 200;
-  function search(query) {
-    hitsList.textContent = '';
-    if (!query) { hitsSection.hidden = true; return; }
-    hitsSection.hidden = false;
-    var pattern;
-    try { pattern = new RegExp(query, 'i'); } catch (e) { pattern = null; }
-    var needle = query.toLowerCase();
-    function matches(text) { return pattern ? pattern.test(text) : text.toLowerCase().indexOf(needle) >= 0; }
-    var hits = [];
+  var MAX_QUERY = 1000;
+  var SEARCH_PAUSE_MS = 200;
+  var REGEX_MS = 1500;
+  var searchTimer = null;
+  var searchRun = 0;  // which search is the latest: an answer to an older one is dropped
+  var regexWorker = null;
+  var regexTimer = null;
+
+  // What a search looks at, one string each: a module's path, its type, a node's name.
+  var searchTexts = null;
+  var searchTargets = null;
+  function searchables() {
+    if (searchTexts) return;
+    searchTexts = [];
+    searchTargets = [];
     levels.forEach(function (level, l) {
-      if (l !== ROOT && (matches(level.path) || matches(level.type))) hits.push({ level: l });
+      if (l === ROOT) return;
+      searchTexts.push(level.path, level.type);
+      searchTargets.push({ level: l }, { level: l });
     });
     nodes.forEach(function (node, k) {
-      if (node.label && node.kind !== 'output' && matches(node.label)) hits.push({ node: k });
-      else if (node.kind === 'output' && matches(node.label || 'output')) hits.push({ node: k });
+      if (node.kind === 'output') { searchTexts.push(node.label || 'output'); searchTargets.push({ node: k }); }
+      else if (node.label) { searchTexts.push(node.label); searchTargets.push({ node: k }); }
     });
-    hitsTitle.textContent = plural(hits.length, 'hit') + (pattern ? '' : ' (as text: not a valid regular expression)');
+  }
+
+  function scheduleSearch(query) {
+    clearTimeout(searchTimer);
+    searchRun += 1;  // the hits listed are of an older query: gone at once
+    stopRegex();
+    clearHits(query ? 'Searching\u2026' : '');
+    if (query) searchTimer = setTimeout(function () { search(query); }, SEARCH_PAUSE_MS);
+  }
+
+  function clearHits(title) {
+    hitsList.textContent = '';
+    hitsSection.classList.remove('stale');
+    hitsSection.removeAttribute('data-query');
+    hitsSection.hidden = !title;
+    hitsTitle.textContent = title;
+  }
+
+  function stopRegex() {
+    clearTimeout(regexTimer);
+    if (regexWorker && regexWorker.busy) { regexWorker.terminate(); regexWorker = null; }
+  }
+
+  // The regular expression a query asks for (/.../), or null for text; an Error if it is not valid.
+  function askedPattern(query) {
+    if (query.length < 3 || query[0] !== '/' || query[query.length - 1] !== '/') return null;
+    try { return new RegExp(query.slice(1, -1), 'i'); } catch (e) { return e; }
+  }
+
+  function search(query) {
+    clearTimeout(searchTimer);
+    stopRegex();
+    var run = ++searchRun;
+    clearHits(query ? 'Searching\u2026' : '');
+    if (!query) return;
+    if (query.length > MAX_QUERY) {
+      listHits(query, [], 'not searched: ' + query.length.toLocaleString('en') + ' characters, more than the ' +
+        MAX_QUERY.toLocaleString('en') + ' a search takes');
+      return;
+    }
+    searchables();
+    var pattern = askedPattern(query);
+    if (pattern instanceof Error) { listHits(query, textHits(query), 'as text: not a valid regular expression'); return; }
+    if (!pattern) { listHits(query, textHits(query), ''); return; }
+    var worker = startRegexWorker();
+    if (!worker) { listHits(query, textHits(query), 'as text: this browser runs no worker for expressions'); return; }
+    worker.busy = true;
+    worker.onmessage = function (event) {
+      if (event.data.run !== run) return;
+      worker.busy = false;
+      clearTimeout(regexTimer);
+      var hits = [];
+      event.data.found.forEach(function (n) { hits.push(searchTargets[n]); });
+      listHits(query, uniqueHits(hits), 'regular expression');
+    };
+    regexTimer = setTimeout(function () {
+      if (run !== searchRun) return;
+      stopRegex();
+      listHits(query, textHits(query), 'as text: the expression ran over ' + REGEX_MS / 1000 + ' s and was stopped');
+    }, REGEX_MS);
+    worker.postMessage({ run: run, source: pattern.source });
+  }
+
+  function startRegexWorker() {
+    if (regexWorker) return regexWorker;
+    try {
+      var code = 'var texts = null; onmessage = function (event) {' +
+        ' if (event.data.texts) { texts = event.data.texts; return; }' +
+        ' var pattern = new RegExp(event.data.source, "i"), found = [];' +
+        ' for (var n = 0; n < texts.length; n++) if (pattern.test(texts[n])) found.push(n);' +
+        ' postMessage({ run: event.data.run, found: found }); };';
+      var url = URL.createObjectURL(new Blob([code], { type: 'text/javascript' }));
+      regexWorker = new Worker(url);
+      URL.revokeObjectURL(url);
+      regexWorker.postMessage({ texts: searchTexts });
+    } catch (e) {
+      regexWorker = null;
+    }
+    return regexWorker;
+  }
+
+  function textHits(query) {
+    var needle = query.toLowerCase();
+    var hits = [];
+    searchTexts.forEach(function (text, n) { if (text.toLowerCase().indexOf(needle) >= 0) hits.push(searchTargets[n]); });
+    return uniqueHits(hits);
+  }
+
+  function uniqueHits(hits) {  // a module found by its path and its type is one hit
+    var seen = new Set();
+    return hits.filter(function (hit) {
+      var key = hit.level !== undefined ? 'l' + hit.level : 'n' + hit.node;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+
+  function listHits(query, hits, how) {
+    hitsList.textContent = '';
+    hitsSection.hidden = false;
+    hitsSection.classList.remove('stale');
+    hitsSection.setAttribute('data-query', query);
+    hitsTitle.textContent = plural(hits.length, 'hit') + (how ? ' (' + how + ')' : '');
     hits.slice(0, MAX_HITS).forEach(function (hit) {
       var li = element('li');
       var button = element('button', { type: 'button' });
@@ -773,11 +923,28 @@
         button.appendChild(element('span', { class: 'where' }, node.kind.replace('_', ' ') +
           (levels[node.level].path ? ' in ' + levels[node.level].path : '')));
       }
-      button.addEventListener('click', function () { reveal(hit); });
+      button.addEventListener('click', function () {
+        revealing = true;
+        try { reveal(hit); } finally { revealing = false; }
+        Array.prototype.forEach.call(hitsList.querySelectorAll('button[aria-current]'), function (b) {
+          b.removeAttribute('aria-current');
+        });
+        button.setAttribute('aria-current', 'true');
+        hitsSection.classList.remove('stale');
+      });
       li.appendChild(button);
       hitsList.appendChild(li);
     });
     if (hits.length > MAX_HITS) hitsList.appendChild(element('li', {}, '\u2026 ' + (hits.length - MAX_HITS) + ' more: narrow the search'));
+  }
+
+  // Moving elsewhere than to a hit leaves the hits of the last search listed, marked as
+  // an earlier search's: greyed, and said so in the title.
+  var revealing = false;
+  function markHitsStale() {
+    if (revealing || hitsSection.hidden || !hitsSection.hasAttribute('data-query') || hitsSection.classList.contains('stale')) return;
+    hitsSection.classList.add('stale');
+    hitsTitle.textContent += ' \u2014 earlier search; you have moved on';
   }
 
   // --- the module table ------------------------------------------------------------------
@@ -870,7 +1037,8 @@
   document.addEventListener('keydown', function (event) {
     var typing = event.target.tagName === 'INPUT' || event.target.tagName === 'SELECT';
     if (typing) {
-      if (event.key === 'Escape' && event.target === searchBox) { searchBox.value = ''; search(''); searchBox.blur(); }
+      if (event.key === 'Escape' && event.target === searchBox) { searchBox.value = ''; scheduleSearch(''); searchBox.blur(); }
+      if (event.key === 'Enter' && event.target === searchBox) search(searchBox.value);
       return;
     }
     if (event.key === 'Escape' && !table.hidden) { showTable(false); return; }
@@ -879,7 +1047,7 @@
     else if (event.key === 'e' && !event.ctrlKey && !event.metaKey) toggleExpanded();
     else if (event.key === '/') { event.preventDefault(); searchBox.focus(); }
   });
-  searchBox.addEventListener('input', function () { search(searchBox.value); });
+  searchBox.addEventListener('input', function () { scheduleSearch(searchBox.value); });
   metricSelect.addEventListener('change', function () { open(current, { keepDetails: true, expanded: expanded }); });
   expandButton.addEventListener('click', toggleExpanded);
   document.getElementById('fit').addEventListener('click', fitView);
@@ -918,7 +1086,8 @@
     var hash = location.hash.slice(1);
     startExpanded = hash.slice(-EXPANDED_HASH.length) === EXPANDED_HASH;
     if (startExpanded) hash = hash.slice(0, -EXPANDED_HASH.length);
-    var wanted = levelByPath.get(decodeURIComponent(hash));
+    var wanted;
+    try { wanted = levelByPath.get(decodeURIComponent(hash)); } catch (e) { wanted = undefined; }  // not %-encoded text: the top level
     if (wanted !== undefined) start = wanted;
   }
   open(start, { expanded: startExpanded });
