@@ -299,3 +299,30 @@ def test_fan_in_through_junctions_draws_each_edge_whole_and_traces_along_the_bus
     finally:
         page.page.close()
 
+
+
+def test_the_colour_menu_lists_the_overlays_a_static_drawing_colours_by(browser, tmp_path):
+    # A measured step (a profile) is one more overlay: listed, rolled up as a sum onto a
+    # folded block, and shown in the module table, with no code of its own on the page.
+    from graphviz_autograd import Overlay, walk
+
+    logits, recorder = tiny_gpt2(4)
+    graph = walk(logits, recorder=recorder, collect_shapes=True, collect_saved=True)
+    ops = [n.id for n in graph.nodes if n.kind == "op" and n.module.startswith("transformer.h.")]
+    timing = Overlay("backward_time", "backward time", dict.fromkeys(ops, 1e-3), rollup="sum", unit="s")
+    page = Page(browser, explore(graph, overlays=[timing]).save(tmp_path / "timed.html"))
+    try:
+        options = page.page.locator("#metric option").all_text_contents()
+        assert options == ["nothing", "saved for backward (sum)", "backward time (sum)"]
+        page.page.select_option("#metric", "backward_time")
+        legend = page.page.locator("#legend").text_content()
+        assert "backward time" in legend and "summed over a module" in legend
+        page.page.click("#table-button")
+        header = page.page.locator("#table-columns").text_content()
+        assert "backward time" in header
+        transformer_row = page.page.locator("#table-rows tr", has_text="GPT2Model").first.text_content()
+        total = len(ops) * 1e-3  # every op of the blocks is inside the transformer
+        assert (f"{total:.2f} s" if total >= 1 else f"{total * 1e3:.2f} ms") in transformer_row
+        assert page.errors == []
+    finally:
+        page.page.close()

@@ -38,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
-from ..graph.descriptions import count_text, describe_op, plural
+from ..graph.descriptions import count_text, describe_op, plural, shape_text
 from ..drawing.dot_writer import shown_text
 from ..errors import (
     GRAPHVIZ_INSTALL_HINT,
@@ -46,7 +46,6 @@ from ..errors import (
     GraphvizNotFoundError,
     InputTypeError,
     LayoutTimeoutError,
-    OptionError,
     RenderError,
 )
 from ..graph.autograd_graph import (
@@ -60,7 +59,6 @@ from ..graph.autograd_graph import (
     PARAMETER,
     SAVED,
     SAVED_BY,
-    SAVED_TENSOR_OF,
     AutogradGraph,
     Edge,
     ModuleInfo,
@@ -70,7 +68,8 @@ from ..graph.autograd_graph import (
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
 from ..views.page_fit import estimate_layout_seconds, node_size
-from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, check_layout
+from ..options import DrawOptions, draw_options
+from ..views.overlays import Overlay, overlay_names, saved_bytes_by_op, saved_bytes_overlay
 from ..views.stacking import stacking_edges
 from ..graph.style import EDGE_STYLES
 from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, check_timeout, run_dot, write_atomic
@@ -112,6 +111,8 @@ _WEB = "web"
 _ASSETS = ("explorer.html", "explorer.css", "explorer.js", "vendor/svg-pan-zoom/svg-pan-zoom.min.js")
 
 Params = Any
+# The defaults of every drawing option, shared with make_dot.
+_DEFAULTS = DrawOptions()
 
 
 class Explorer:
@@ -157,37 +158,44 @@ def explore(
     recorder: Any = None,
     diagnose: Union[bool, Sequence[Any]] = False,
     grad_colors: Params = None,
-    show_shapes: bool = True,
-    show_attrs: bool = False,
-    show_device: bool = True,
+    overlays: Sequence[Overlay] = (),
+    show_shapes: bool = _DEFAULTS.show_shapes,
+    show_attrs: bool = _DEFAULTS.show_attrs,
+    show_device: bool = _DEFAULTS.show_device,
     title: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    expand_limit: int = DEFAULT_EXPAND_LIMIT,
+    expand_limit: int = _DEFAULTS.expand_limit,
     layout: str = "auto",
-    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
+    layout_budget: float = _DEFAULTS.layout_budget,
 ) -> Explorer:
     """An interactive page of the backward graph of ``output``, level by level.
 
-    ``output``, ``params``, ``recorder``, ``diagnose``, ``grad_colors`` and
-    ``show_shapes`` mean what they mean for :func:`~graphviz_autograd.make_dot`;
+    ``output``, ``params``, ``recorder``, ``diagnose``, ``grad_colors``, ``overlays``
+    and the drawing options mean what they mean for :func:`~graphviz_autograd.make_dot`,
+    with the same defaults (checked by the same :class:`~graphviz_autograd.options.DrawOptions`);
     ``output`` may also be an :class:`AutogradGraph` walked before. With a
     ``recorder`` the page has one level per module; without, the graph is one level.
-    Besides the findings of ``diagnose``, the page colours nodes by the bytes each
-    op saves for backward, and by gradient norm with ``grad_colors`` (the model or
-    its named parameters, after ``backward()``). ``show_attrs`` lists each op's
-    saved values in its details. Graphviz ``dot`` lays out each distinct level
-    (within ``timeout`` seconds per level), and once more *expanded*: every module
-    inside it opened, as nested boxes, down to single ops, unless that view would
-    draw more than ``expand_limit`` nodes (the page then offers only level by level).
+    Its colour menu lists the overlays: the bytes each op saves for backward, the
+    gradient norms of ``grad_colors`` (the model or its named parameters, after
+    ``backward()``) and any others given (a measured profile's times), each rolled up
+    onto module boxes as in a static drawing; the findings of ``diagnose`` are
+    badges and a list. Its details panel always gives each tensor's shape and
+    device, so ``show_shapes`` and ``show_device`` change nothing on the page;
+    ``show_attrs`` lists each op's saved values there. Graphviz ``dot`` lays out
+    each distinct level (within ``timeout`` seconds per level), and once more
+    *expanded*: every module inside it opened, as nested boxes, down to single ops,
+    unless that view would draw more than ``expand_limit`` nodes (the page then
+    offers only level by level).
 
-    ``layout`` and ``layout_budget`` work as for :func:`~graphviz_autograd.drawing.rendering`,
-    per level: with ``"auto"`` a level that ``dot`` would take longer than
-    ``layout_budget`` seconds to lay out (by its estimate, or on the clock) is laid
-    out by the fixed layered layout instead; ``"fixed"`` lays out every level so, and
-    ``"dot"`` waits for ``dot`` (up to ``timeout``). A level of more than
-    ``SPLIT_LEVELS_ABOVE`` nodes of its own is shown as boxes of ``PART_OPS`` ops each,
-    in walk order (``(part 3 of 200)``), which fold as alike modules do. A graph
-    of more than ``MAX_OPS`` ops is refused before it is walked.
+    ``layout`` and ``layout_budget`` work as for :func:`~graphviz_autograd.render`
+    (which also lays out with ``"auto"`` by default), per level: with ``"auto"`` a
+    level that ``dot`` would take longer than ``layout_budget`` seconds to lay out
+    (by its estimate, or on the clock) is laid out by the fixed layered layout
+    instead; ``"fixed"`` lays out every level so, and ``"dot"`` waits for ``dot`` (up
+    to ``timeout``). A level of more than ``SPLIT_LEVELS_ABOVE`` nodes of its own is
+    shown as boxes of ``PART_OPS`` ops each, in walk order (``(part 3 of 200)``),
+    which fold as alike modules do. A graph of more than ``MAX_OPS`` ops is refused
+    before it is walked.
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -195,14 +203,11 @@ def explore(
     >>> [item[0] for item in page.data["templates"][0]["items"]]
     ['output', 'op', 'op', 'accumulate_grad', 'leaf']
     """
-    for name, value in (("show_shapes", show_shapes), ("show_attrs", show_attrs), ("show_device", show_device)):
-        if not isinstance(value, bool):
-            raise OptionError(f"{name} must be True or False; got {value!r}.")
-    if isinstance(expand_limit, bool) or not isinstance(expand_limit, int) or expand_limit < 0:
-        raise OptionError(f"expand_limit must be a whole number of nodes, 0 or more (0: no expanded views); got {expand_limit!r}.")
-    check_layout(layout)
-    if isinstance(layout_budget, bool) or not isinstance(layout_budget, (int, float)) or not layout_budget > 0:
-        raise OptionError(f"layout_budget must be a positive number of seconds; got {layout_budget!r}.")
+    options = DrawOptions(
+        show_shapes=show_shapes, show_attrs=show_attrs, show_device=show_device, expand_limit=expand_limit,
+        layout=layout, layout_budget=layout_budget,
+    )
+    overlay_names(overlays)
     check_timeout(timeout)
     check_graph_size(output)
     if params is None and recorder is not None:
@@ -212,7 +217,8 @@ def explore(
     else:
         from ..capture.walking import walk
 
-        graph = walk(output, params, collect_saved=True, collect_shapes=show_shapes, recorder=recorder)
+        # Saved tensors and shapes are walked whatever the options: the page's details show them.
+        graph = walk(output, params, collect_saved=True, collect_shapes=True, recorder=recorder)
     findings: list = []
     if diagnose is True:
         from ..checks.diagnosis import examine
@@ -220,20 +226,19 @@ def explore(
         findings = examine(graph, params=params if graph.params_given else None).findings
     elif diagnose is not False and diagnose is not None:
         findings = list(diagnose)
-    norms: dict[str, float] = {}
+    colours = [saved_bytes_overlay(graph)]
     if grad_colors is not None:
-        from ..checks.diagnosis import gradient_norms
+        from ..checks.diagnosis import gradient_norms, gradient_overlay
 
-        norms = gradient_norms(grad_colors)
+        colours.append(gradient_overlay(graph, gradient_norms(grad_colors)))
+    colours.extend(overlays)
+    overlay_names(colours)
     if title is None:
         title = graph.modules[0].type_name if graph.modules else "autograd graph"
     if not isinstance(title, str):
         raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
     title = shown_text(title)
-    data = explorer_data(
-        graph, findings=findings, gradient_norms=norms, show_attrs=show_attrs, show_device=show_device, timeout=timeout,
-        expand_limit=expand_limit, layout=layout, layout_budget=layout_budget,
-    )
+    data = explorer_data(graph, options, findings=findings, overlays=colours, timeout=timeout)
     data["title"] = title
     return Explorer(data, title)
 
@@ -355,15 +360,11 @@ class _Level:
 
 def explorer_data(
     graph: AutogradGraph,
+    options: Optional[DrawOptions] = None,
     *,
     findings: Iterable[Any] = (),
-    gradient_norms: Optional[dict[str, float]] = None,
-    show_attrs: bool = False,
-    show_device: bool = True,
+    overlays: Sequence[Overlay] = (),
     timeout: Optional[float] = DEFAULT_TIMEOUT,
-    expand_limit: int = DEFAULT_EXPAND_LIMIT,
-    layout: str = "auto",
-    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
 ) -> dict:
     """The plain data an explorer page is built from (what :func:`explore` embeds).
 
@@ -373,13 +374,14 @@ def explorer_data(
     nodes, child levels and outside nodes filling the template's items),
     ``templates`` (items, edges and layout, shared by alike levels, and the
     ``expanded`` view of the level with every module inside it opened), ``meanings``
-    (op name -> lines), ``findings`` and ``metrics`` (per node index).
+    (op name -> lines), ``findings``, ``overlays`` (what the colour menu lists: name,
+    title, unit, roll-up) and ``metrics`` (each overlay's values, per node index).
     """
-    check_layout(layout)
+    options = draw_options(options)
     graph = _with_shown_names(graph)
     nodes = graph.nodes
     modules = _Modules(graph.modules)
-    saved_bytes, saved_owner = _saved_bytes(graph)
+    saved_owner = saved_bytes_by_op(graph)[1]
     shown = [i for i, node in enumerate(nodes) if node.kind != SAVED]
     index_of = {nodes[i].id: k for k, i in enumerate(shown)}
 
@@ -433,7 +435,7 @@ def explorer_data(
         s, t = index_of.get(source), index_of.get(target)
         if s is None or t is None:
             continue
-        shape = _shape_text(edge[3], edge[4])
+        shape = _shape_text(edge[3])
         edges_out.append([s, t, kind, shape])
         cs, ct = chain(home[s]), chain(home[t])
         common = 0
@@ -454,7 +456,7 @@ def explorer_data(
     node_rows = []
     for i in shown:
         node = nodes[i]
-        node_rows.append(_node_row(node, show_attrs=show_attrs, show_device=show_device))
+        node_rows.append(_node_row(node, show_attrs=options.show_attrs))
     level_paths = [lv.path for lv in ordered]
     level_number = {path: n for n, path in enumerate(level_paths)}
     for k, path in enumerate(home):
@@ -466,8 +468,8 @@ def explorer_data(
     for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
         _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates)
 
-    _add_expanded_views(ordered, levels, home, edges_out, templates, expand_limit)
-    _lay_out(templates, timeout, layout, layout_budget)
+    _add_expanded_views(ordered, levels, home, edges_out, templates, options.expand_limit)
+    _lay_out(templates, timeout, options.layout, options.layout_budget)
 
     finding_rows = []
     for finding in findings:
@@ -476,25 +478,14 @@ def explorer_data(
         finding_rows.append([finding.severity, finding.code, shown_text(finding.message, one_line=False), sorted(set(ids)),
                              shown_text(finding.subject)])
 
-    metrics: dict[str, dict[str, Union[float, str]]] = {"saved_bytes": {}, "grad_norm": {}}
-    for k, i in enumerate(shown):
-        size = saved_bytes.get(nodes[i].id)
-        if size:
-            metrics["saved_bytes"][str(k)] = size
-    if gradient_norms:
-        gradient_norms = {shown_text(name): norm for name, norm in gradient_norms.items()}
-        accumulator: dict[int, int] = {}
-        for s, t, kind, _ in edges_out:
-            if kind == DATA and nodes[shown[t]].kind == ACCUMULATE_GRAD:
-                accumulator.setdefault(s, t)
-        for k, i in enumerate(shown):
-            node = nodes[i]
-            if node.kind == PARAMETER and node.label in gradient_norms:
-                norm = gradient_norms[node.label]
-                value = norm if math.isfinite(norm) else "nan"
-                metrics["grad_norm"][str(k)] = value
-                if k in accumulator:
-                    metrics["grad_norm"][str(accumulator[k])] = value
+    # Each overlay's values by node index; NaN and infinities as "nan" (JSON has none).
+    metrics: dict[str, dict[str, Union[float, str]]] = {}
+    for overlay in overlays:
+        values = metrics[overlay.name] = {}
+        for node_id, value in overlay.values.items():
+            at = index_of.get(node_id)
+            if at is not None:
+                values[str(at)] = value if math.isfinite(value) else "nan"
 
     meanings = {}
     for node in nodes:
@@ -521,6 +512,9 @@ def explorer_data(
         "templates": templates,
         "meanings": meanings,
         "findings": finding_rows,
+        "overlays": [
+            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup} for o in overlays if o.scale == "log"
+        ],
         "metrics": metrics,
     }
 
@@ -613,7 +607,7 @@ def _build_level(
             label = node.label
             if node.kind in (PARAMETER, LEAF) and prefix and label.startswith(prefix):
                 label = label[len(prefix):]
-            items.append((node.kind, label, _shape_text(node.shape, None) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
+            items.append((node.kind, label, _shape_text(node.shape) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
                           node.note if node.kind == NO_GRAD else ""))
             refs.append(("n", key[1]))
         else:
@@ -839,13 +833,13 @@ def _first_node(levels: dict[str, _Level], path: str, shown: list[int]) -> int:
     return int(found) if found != math.inf else 0
 
 
-def _node_row(node: Any, *, show_attrs: bool, show_device: bool) -> dict:
+def _node_row(node: Any, *, show_attrs: bool) -> dict:
     row: dict[str, Any] = {"kind": node.kind, "label": node.label}
     if node.shape is not None:
         row["shape"] = list(node.shape)
     if node.dtype:
         row["dtype"] = node.dtype
-    if show_device and node.device:
+    if node.device:
         row["device"] = node.device
     if node.note:
         row["note"] = node.note
@@ -860,47 +854,11 @@ def _node_row(node: Any, *, show_attrs: bool, show_device: bool) -> dict:
     return row
 
 
-def _saved_bytes(graph: AutogradGraph) -> tuple[dict[str, int], dict[str, str]]:
-    """Bytes each op saved for backward (parameters, buffers and inputs not counted,
-    each saved tensor counted for the first op that saved it), and each saved node's op."""
-    sizes: dict[str, int] = {}
-    owner: dict[str, str] = {}
-    kinds = {}
-    for node in graph.nodes:
-        if node.kind == SAVED:
-            kinds[node.id] = node
-    if not kinds:
-        return sizes, owner
-    for edge in graph.edges:
-        if edge[2] == SAVED_BY and edge[1] in kinds:
-            owner.setdefault(edge[1], edge[0])
-    for node_id, node in kinds.items():
-        op = owner.get(node_id)
-        if op is None or node.shape is None or not node.dtype:
-            continue
-        if any(key == SAVED_TENSOR_OF for key, _ in node.attrs):
-            continue
-        size = _itemsize(node.dtype)
-        if size:
-            sizes[op] = sizes.get(op, 0) + math.prod(node.shape) * size
-    return sizes, owner
-
-
-_ITEMSIZES = {"float64": 8, "int64": 8, "complex64": 8, "complex128": 16, "float32": 4, "int32": 4,
-              "float16": 2, "bfloat16": 2, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
-
-
-def _itemsize(dtype: str) -> int:
-    return _ITEMSIZES.get(dtype, 0)
-
-
-def _shape_text(shape: Optional[Sequence[int]], dtype: Optional[str]) -> str:
-    if shape is None:
-        return ""
-    return "(" + ", ".join(str(s) for s in shape) + ")"
-
-
 # --- layout --------------------------------------------------------------------------
+
+
+def _shape_text(shape: Optional[Sequence[int]]) -> str:
+    return "" if shape is None else shape_text(tuple(shape))
 
 
 def _item_lines(item: list, templates: list[dict]) -> list[str]:
@@ -1101,7 +1059,7 @@ def _innermost_cluster(boxes: Sequence[int], parent_of: dict[int, int]) -> int:
 
 
 def _lay_out(
-    templates: list[dict], timeout: Optional[float], layout: str = "auto", budget: float = DEFAULT_LAYOUT_BUDGET
+    templates: list[dict], timeout: Optional[float], layout: str = "auto", budget: float = _DEFAULTS.layout_budget
 ) -> None:
     """Add ``layout`` to every template and to every expanded view: the drawing's
     size, node boxes, module boxes and edge paths.

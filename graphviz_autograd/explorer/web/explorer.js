@@ -13,7 +13,9 @@
   var ROOT = 0;
   var EXPANDED_HASH = '&expanded';
   var SEVERITY_RANK = { error: 0, warning: 1, info: 2 };
-  var METRIC_TEXT = { saved_bytes: 'saved for backward', grad_norm: 'gradient norm' };
+  // What the page can colour by: the overlays, as the static drawing colours by them.
+  var OVERLAYS = {};
+  (data.overlays || []).forEach(function (overlay) { OVERLAYS[overlay.name] = overlay; });
   // Light to dark: the same blues as the static drawings' gradient scale.
   var SCALE = ['#f7fbff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b'];
 
@@ -82,15 +84,16 @@
       var value = values[key] === 'nan' ? NaN : values[key];
       perNode.set(k, value);
       ancestors(nodes[k].level).forEach(function (l) {
-        var now = perLevel[l];
-        if (name === 'grad_norm') perLevel[l] = now === null || value > now || isNaN(value) ? value : now;
-        else perLevel[l] = (now || 0) + value;
+        perLevel[l] = rollUp(name, perLevel[l], value);
       });
     });
     metrics[name] = { perNode: perNode, perLevel: perLevel, count: perNode.size };
   });
-  Array.prototype.forEach.call(metricSelect.options, function (option) {
-    if (option.value && !(metrics[option.value] && metrics[option.value].count)) option.disabled = true;
+  (data.overlays || []).forEach(function (overlay) {
+    var option = element('option', { value: overlay.name },
+      overlay.title + (overlay.rollup === 'max' ? ' (max)' : ' (sum)'));
+    if (!(metrics[overlay.name] && metrics[overlay.name].count)) option.disabled = true;
+    metricSelect.appendChild(option);
   });
 
   var inputsOf = null;
@@ -124,10 +127,18 @@
     }
     return String(size);
   }
+  function secondsText(seconds) {
+    var units = [[1, 's'], [1e-3, 'ms'], [1e-6, '\u00b5s']];
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(seconds) >= units[i][0] || i === units.length - 1) return (seconds / units[i][0]).toFixed(2) + ' ' + units[i][1];
+    }
+    return String(seconds);
+  }
   function metricText(name, value) {
     if (value === null || value === undefined) return '';
     if (isNaN(value)) return 'NaN/Inf';
-    return name === 'saved_bytes' ? bytesText(value) : value.toPrecision(3);
+    var unit = OVERLAYS[name] ? OVERLAYS[name].unit : '';
+    return unit === 'B' ? bytesText(value) : unit === 's' ? secondsText(value) : value.toPrecision(3);
   }
   function shapeText(shape) { return shape ? '(' + shape.join(', ') + ')' : ''; }
   function shortText(text, most) {
@@ -252,9 +263,11 @@
 
   // --- drawing a level -----------------------------------------------------------------
 
+  // An overlay's values meet on a module as the static drawing rolls them up: the sum, or
+  // the largest (NaN the largest of all).
   function rollUp(name, total, value) {
     if (value === null) return total;
-    if (name === 'grad_norm') return total === null || value > total || isNaN(value) ? value : total;
+    if (OVERLAYS[name] && OVERLAYS[name].rollup === 'max') return total === null || value > total || isNaN(value) ? value : total;
     return (total || 0) + value;
   }
 
@@ -475,8 +488,8 @@
   function drawLegend(metricName, values, low, high) {
     legend.textContent = '';
     if (!metricName) return;
-    legend.appendChild(element('h3', {}, 'Colour: ' + METRIC_TEXT[metricName] +
-      (metricName === 'grad_norm' ? ' (largest inside a module)' : ' (summed over a module)')));
+    legend.appendChild(element('h3', {}, 'Colour: ' + OVERLAYS[metricName].title +
+      (OVERLAYS[metricName].rollup === 'max' ? ' (largest inside a module)' : ' (summed over a module)')));
     if (!values.length) { legend.appendChild(element('div', {}, 'nothing on this level has a value')); return; }
     var scale = element('div', { class: 'scale' });
     SCALE.forEach(function (colour) { var s = element('span'); s.style.background = colour; scale.appendChild(s); });
@@ -616,7 +629,7 @@
     if (level !== ROOT) details.appendChild(element('div', { class: 'details-name' }, info.path));
     var rows = [['ops', opsBelow[level]], ['parameters', info.params ? countText(info.params) : '']];
     Object.keys(metrics).forEach(function (name) {
-      rows.push([METRIC_TEXT[name], metricText(name, metrics[name].perLevel[level])]);
+      rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name, metricText(name, metrics[name].perLevel[level])]);
     });
     rows.push(['findings', badges[level].error + badges[level].warning ?
       badges[level].error + ' errors, ' + badges[level].warning + ' warnings' : '']);
@@ -657,7 +670,7 @@
       ['note', node.kind === 'saved' ? node.note : ''],
     ];
     Object.keys(metrics).forEach(function (name) {
-      if (metrics[name].perNode.has(k)) rows.push([METRIC_TEXT[name], metricText(name, metrics[name].perNode.get(k))]);
+      if (metrics[name].perNode.has(k)) rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name, metricText(name, metrics[name].perNode.get(k))]);
     });
     (node.attrs || []).forEach(function (pair) { rows.push(['saved ' + pair[0], pair[1]]); });
     details.appendChild(facts(rows));
@@ -951,19 +964,20 @@
 
   var COLUMNS = [
     { key: 'path', title: 'module' }, { key: 'type', title: 'type' }, { key: 'ops', title: 'ops', num: true },
-    { key: 'params', title: 'params', num: true }, { key: 'saved_bytes', title: 'saved for backward', num: true },
-    { key: 'grad_norm', title: 'grad norm (max)', num: true }, { key: 'findings', title: 'findings', num: true },
-  ];
-  var sortKey = 'saved_bytes';
+    { key: 'params', title: 'params', num: true },
+  ].concat((data.overlays || []).map(function (overlay) {
+    return { key: overlay.name, title: overlay.title + (overlay.rollup === 'max' ? ' (max)' : ''), num: true, overlay: true };
+  }), [{ key: 'findings', title: 'findings', num: true }]);
+  var sortKey = data.overlays && data.overlays.length ? data.overlays[0].name : 'ops';
   var sortDown = true;
   function tableRows() {
     return levels.map(function (level, l) {
-      return {
+      var row = {
         level: l, path: l === ROOT ? data.title : level.path, type: level.type, ops: opsBelow[l], params: level.params,
-        saved_bytes: metrics.saved_bytes ? metrics.saved_bytes.perLevel[l] : null,
-        grad_norm: metrics.grad_norm ? metrics.grad_norm.perLevel[l] : null,
         findings: badges[l].error + badges[l].warning,
       };
+      Object.keys(OVERLAYS).forEach(function (name) { row[name] = metrics[name] ? metrics[name].perLevel[l] : null; });
+      return row;
     });
   }
   function drawTable() {
@@ -994,7 +1008,7 @@
       COLUMNS.forEach(function (column) {
         var value = row[column.key];
         var text = column.key === 'params' ? (value ? countText(value) : '') :
-          column.key === 'saved_bytes' || column.key === 'grad_norm' ? metricText(column.key, value) :
+          column.overlay ? metricText(column.key, value) :
             column.key === 'findings' ? (value || '') : String(value);
         tr.appendChild(element('td', column.num ? { class: 'num' } : {}, text));
       });
