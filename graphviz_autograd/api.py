@@ -211,8 +211,8 @@ def render(
 
 
 # The options of make_dot that an explorer page also takes (explore.explore).
-_EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "show_shapes", "show_attrs", "show_device", "expand_limit", "layout",
-                    "layout_budget")
+_EXPLORE_OPTIONS = ("recorder", "diagnose", "grad_colors", "overlays", "show_shapes", "show_attrs", "show_device",
+                    "expand_limit", "layout", "layout_budget")
 
 
 def _explore_page(outputs_or_graph: Any, path: PathLike, params: Params, timeout: Optional[float], options: dict) -> Path:

@@ -364,7 +364,7 @@ def render(
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, show_attrs=show_attrs, timeout=timeout,
                                 expand_limit=options.expand_limit, layout=options.layout,
-                                layout_budget=options.layout_budget)
+                                layout_budget=options.layout_budget, measured=measured)
                 assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
@@ -734,20 +734,25 @@ def _explore(
     expand_limit: int = DEFAULT_EXPAND_LIMIT,
     layout: str = "auto",
     layout_budget: float = DEFAULT_LAYOUT_BUDGET,
+    measured: Optional[StepProfile] = None,
 ) -> Any:
-    """The explorer page of the outputs: one walk, with what check finds when asked."""
+    """The explorer page of the outputs: one walk, with what check finds when asked, and with
+    a ``measured`` step, the graph its profile walked, coloured by its times and memory."""
     from ..explorer.pages import check_graph_size, explore
     from ..capture.walking import walk
 
     check_graph_size(outputs)  # before the walk, which would take long on a graph too big
     progress("walking the autograd graph...")
     with _model_named_in_errors(loaded):
-        names = loaded.tensor_names() if name_leaves else None
-        graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
+        if measured is not None and measured.graph is not None:
+            graph: AutogradGraph = measured.graph  # the ids its measurements are for
+        else:
+            names = loaded.tensor_names() if name_leaves else None
+            graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
         findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
     return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout, expand_limit=expand_limit,
-                   layout=layout, layout_budget=layout_budget,
+                   layout=layout, layout_budget=layout_budget, overlays=measured.overlays() if measured else (),
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 

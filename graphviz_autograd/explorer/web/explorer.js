@@ -968,7 +968,9 @@
   ].concat((data.overlays || []).map(function (overlay) {
     return { key: overlay.name, title: overlay.title + (overlay.rollup === 'max' ? ' (max)' : ''), num: true, overlay: true };
   }), [{ key: 'findings', title: 'findings', num: true }]);
-  var sortKey = data.overlays && data.overlays.length ? data.overlays[0].name : 'ops';
+  // Sorted at first by the first overlay that has values (the bytes saved for backward,
+  // a measured time), else by ops.
+  var sortKey = ((data.overlays || []).filter(function (o) { return metrics[o.name] && metrics[o.name].count; })[0] || { name: 'ops' }).name;
   var sortDown = true;
   function tableRows() {
     return levels.map(function (level, l) {
