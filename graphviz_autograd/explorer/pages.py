@@ -38,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence, Union
 
+from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import count_text, describe_op, plural, shape_text
 from ..drawing.dot_writer import shown_text
 from ..errors import (
@@ -269,7 +270,7 @@ def check_graph_size(output: Any) -> None:
         )
 
 
-def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules") -> None:
+def _split_big_levels(home: list[str], kinds: Sequence[str], modules: ModuleTree) -> ModuleTree:
     """Put the nodes of each level that holds more than ``SPLIT_LEVELS_ABOVE`` of its own
     (outputs aside) into parts, in walk order, each a level of its own: a new part
     begins at the ``PART_OPS + 1``-th op of one, or its ``PART_NODES + 1``-th node.
@@ -278,6 +279,7 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
     ``dot`` lays out in minutes. As parts, its level holds a few boxes. Parts are
     counted in ops so that the parts of a repeated chain start at the same place of
     it and are alike: they fold into one box, laid out once, as repeated blocks are.
+    Returns the module tree with the parts in it.
     """
     counts: dict[str, int] = {}
     for path, kind in zip(home, kinds):
@@ -285,7 +287,7 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
             counts[path] = counts.get(path, 0) + 1
     big = {path for path, count in counts.items() if count > SPLIT_LEVELS_ABOVE}
     if not big:
-        return
+        return modules
     part_of: dict[int, int] = {}  # node -> its part's number in its level, from 0
     state = {path: [0, 0, 0] for path in big}  # part number, its ops, its nodes
     for k, (path, kind) in enumerate(zip(home, kinds)):
@@ -298,6 +300,7 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
         part[2] += 1
         part_of[k] = part[0]
     names_of: dict[str, list[str]] = {}
+    parts: dict[str, ModuleInfo] = {}
     for path in big:
         total = state[path][0] + 1
         prefix = path + "." if path else ""
@@ -306,41 +309,14 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: "_Modules"
             name = f"{prefix}(part {number} of {total})"
             while name in modules.info:  # a module of the model named so
                 name += "'"
-            modules.info[name] = ModuleInfo(name, PART_TYPE)
-            modules.order[name] = len(modules.order)
+            parts[name] = ModuleInfo(name, PART_TYPE)
             names.append(name)
     for k, number in part_of.items():
         home[k] = names_of[home[k]][number]
+    return ModuleTree((*modules.modules, *parts.values()), modules.look_through)
 
 
 # --- the levels --------------------------------------------------------------------
-
-
-class _Modules:
-    """The modules shown as levels: each one's parent level (pass-through containers
-    looked through) and children, in definition order."""
-
-    def __init__(self, modules: Sequence[ModuleInfo]):
-        self.info = {m.path: m for m in modules}
-        self.info.setdefault("", ModuleInfo("", "model"))
-        self.order = {m.path: i for i, m in enumerate(modules)}
-        self.order.setdefault("", -1)
-        self._level: dict[str, str] = {}
-
-    def level_of(self, path: str) -> str:
-        """The shown module a path belongs to: itself, or the nearest shown ancestor."""
-        try:
-            return self._level[path]
-        except KeyError:
-            pass
-        found = path
-        while found and (found not in self.info or self.info[found].type_name in PASS_THROUGH_TYPES):
-            found = found.rpartition(".")[0]
-        self._level[path] = found
-        return found
-
-    def parent(self, path: str) -> str:
-        return self.level_of(path.rpartition(".")[0]) if path else ""
 
 
 class _Level:
@@ -380,7 +356,7 @@ def explorer_data(
     options = draw_options(options)
     graph = _with_shown_names(graph)
     nodes = graph.nodes
-    modules = _Modules(graph.modules)
+    modules = ModuleTree(graph.modules, look_through=PASS_THROUGH_TYPES)
     saved_owner = saved_bytes_by_op(graph)[1]
     shown = [i for i, node in enumerate(nodes) if node.kind != SAVED]
     index_of = {nodes[i].id: k for k, i in enumerate(shown)}
@@ -399,8 +375,8 @@ def explorer_data(
                 path = graph.node(cut_target[node.id]).module
             except KeyError:
                 pass
-        home.append(modules.level_of(path))
-    _split_big_levels(home, [nodes[i].kind for i in shown], modules)
+        home.append(modules.listed(path))
+    modules = _split_big_levels(home, [nodes[i].kind for i in shown], modules)
 
     levels: dict[str, _Level] = {"": _Level("")}
     for k, path in enumerate(home):
@@ -495,7 +471,7 @@ def explorer_data(
     level_rows = []
     for path in level_paths:
         level = levels[path]
-        info = modules.info.get(path, ModuleInfo(path, ""))
+        info = modules.info.get(path, ModuleInfo(path, "" if path else "model"))
         level_rows.append({
             "path": path,
             "type": info.type_name,
@@ -549,7 +525,7 @@ _UNSHOWN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _UNSHOWN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def _add_level(levels: dict[str, _Level], modules: _Modules, path: str) -> _Level:
+def _add_level(levels: dict[str, _Level], modules: ModuleTree, path: str) -> _Level:
     """The level of ``path``, made with every missing ancestor."""
     made = levels[path] = _Level(path)
     parent = modules.parent(path)
@@ -569,7 +545,7 @@ def _ref(ref: Any, level_number: dict[str, int]) -> Any:
 def _build_level(
     level: _Level,
     levels: dict[str, _Level],
-    modules: _Modules,
+    modules: ModuleTree,
     nodes: Sequence[Any],
     shown: list[int],
     edges: list[tuple],
@@ -664,7 +640,7 @@ def _build_level(
     level.ops = sum(1 for k in level.nodes if nodes[shown[k]].kind == OP)
     level.ops += sum(levels[child].ops for child in level.children)
     level.edges = list(level_edges.values())
-    info = modules.info.get(level.path, ModuleInfo(level.path, ""))
+    info = modules.info.get(level.path, ModuleInfo(level.path, "" if level.path else "model"))
     level.signature = (info.type_name, info.parameters, tuple(items), tuple(level.edges))
     template = template_of.get(level.signature)
     if template is None:
