@@ -33,10 +33,11 @@ import html as html_text
 import json
 import math
 import re
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import count_text, describe_op, plural, shape_text
@@ -66,6 +67,7 @@ from ..graph.autograd_graph import (
     Node,
     leaves_and_returns,
 )
+from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
 from ..views.page_fit import estimate_layout_seconds, node_size
@@ -438,11 +440,18 @@ def explorer_data(
     for k, path in enumerate(home):
         node_rows[k]["level"] = level_number[path]
 
+    # Which child boxes fold: by the rule a static summary folds its boxes by (box_runs).
+    members: dict[str, list[Any]] = {}  # module path -> the walked nodes in it or below it
+    for node in nodes:
+        for path in modules.chain(node.module):
+            members.setdefault(path, []).append(node)
+    runs_of = functools.partial(box_runs, modules, members=members, targets=node_targets(graph.edges))
+
     # Deepest levels first: a box's signature needs its level's template.
     templates: list[dict] = []
     template_of: dict[tuple, int] = {}
     for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
-        _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates)
+        _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates, runs_of)
 
     _add_expanded_views(ordered, levels, home, edges_out, templates, options.expand_limit)
     _lay_out(templates, timeout, options.layout, options.layout_budget)
@@ -551,23 +560,24 @@ def _build_level(
     edges: list[tuple],
     template_of: dict[tuple, int],
     templates: list[dict],
+    runs_of: Callable[[Sequence[str]], list[list[str]]],
 ) -> None:
-    """Fill ``level``'s items, references and edges, and find or make its template."""
+    """Fill ``level``'s items, references and edges, and find or make its template.
+
+    Child modules fold into one box as a static summary folds them (``runs_of``:
+    :func:`~graphviz_autograd.views.collapsing.box_runs`). The parts a huge level is
+    split into are no modules of the model: alike ones (the same items and edges)
+    fold, unless a path leaves and re-enters them.
+    """
     prefix = level.path + "." if level.path else ""
-    # Child boxes: consecutive siblings with the same signature fold into one.
     box_of: dict[str, int] = {}
     items: list[tuple] = []
     refs: list[Any] = []
-    runs: list[list[str]] = []
-    for child in level.children:
-        signature = levels[child].signature
-        if runs and levels[runs[-1][0]].signature == signature:
-            runs[-1].append(child)
-        else:
-            runs.append([child])
-    # A run that a path leaves and enters again (the ReLU a ResNet block applies after
-    # each convolution) stays apart: one box would draw that path as a loop.
-    runs = [part for run in runs for part in ([run] if len(run) == 1 or not _reenters(run, edges) else [[c] for c in run])]
+    if level.children and modules.info[level.children[0]].type_name == PART_TYPE:
+        runs = alike_runs(level.children, lambda child: levels[child].signature)
+        runs = [part for run in runs for part in ([run] if len(run) == 1 or not _reenters(run, edges) else [[c] for c in run])]
+    else:
+        runs = runs_of(level.children)
     # Order: items as their first node was walked (the output first), boxes among them.
     first_seen: dict[tuple, int] = {}
     for k in level.nodes:
@@ -663,8 +673,10 @@ def _add_expanded_views(
     Items are paths of item indexes from the level down through boxes (``[3, 0, 5]``:
     item 5 of the first module of box 0 of the first module of box 3), so the view
     fits every level of the template. A folded run is drawn once, as its first
-    member; an edge into any member goes to the first one's matching node, and edges
-    between members of one run are left out, as its box leaves them out. A view with
+    member; an edge into any member laid out alike goes to the first one's matching
+    node, edges of a member laid out otherwise (a later call of a layer, without the
+    parameters of the first) are left to the first one's, and edges between members of
+    one run are left out, as its box leaves them out. A view with
     more than ``limit`` nodes is not laid out: ``{"skipped": count}``.
     """
     # Where each level sits in its parent: (parent path, box item, place in the run).
@@ -738,8 +750,14 @@ def _expanded_edges(
         if level.items[target][0] == PORT_OUT:
             out_port[source] = index[(target,)]
 
-    # Each level below: its item path and place in runs from here (member 0 stands for its run).
+    # Each level below: its item path and place in runs from here (member 0 stands for its
+    # run), and whether its items line up with those of the member standing for it: a
+    # later member laid out alike (the same template) does, one that differs (a later
+    # call of a layer, without the parameters its first call holds) does not, and its
+    # nodes have no place of their own in the view.
+    first_of = {(spot[0], spot[1]): child for child, spot in place.items() if spot[2] == 0}
     below: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {level.path: ((), ())}
+    aligned: dict[str, bool] = {level.path: True}
     stack = [level.path]
     while stack:
         parent = stack.pop()
@@ -747,6 +765,8 @@ def _expanded_edges(
         for child in levels[parent].children:
             _, box, member = place[child]
             below[child] = (key + (box,), members + (member,))
+            first = first_of[(parent, box)]
+            aligned[child] = aligned[parent] and (member == 0 or levels[child].template == levels[first].template)
             stack.append(child)
 
     def where(k: int) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -757,6 +777,8 @@ def _expanded_edges(
 
     drawn: dict[tuple[int, int, str], None] = {}
     for path in below:
+        if not aligned[path]:
+            continue
         for k in levels[path].nodes:
             source = where(k)
             assert source is not None
@@ -766,7 +788,7 @@ def _expanded_edges(
                 if target is None:
                     drawn[(s, out_port[source[0][0]], edge[2])] = None
                     continue
-                if _between_members_of_a_run(source, target):
+                if _between_members_of_a_run(source, target) or not aligned[home[edge[1]]]:
                     continue
                 t = index[target[0]]
                 if s != t:

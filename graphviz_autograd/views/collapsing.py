@@ -20,7 +20,7 @@ A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.mo
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Hashable, Optional, Sequence
+from typing import Callable, Hashable, Mapping, Optional, Sequence
 
 from ..options import check_depth
 from ..errors import OptionError
@@ -84,7 +84,7 @@ def collapse_with_ids(
         path = owner.get(node.id)
         if path is not None:
             members.setdefault(path, []).append(node)
-    folded_into = _fold(tree, members, _targets(graph.edges)) if fold_repeated else {}
+    folded_into = _fold(tree, members, node_targets(graph.edges)) if fold_repeated else {}
 
     # Renumber in walk order of first appearance; a box appears where its first member does.
     new_id: dict[str, str] = {}  # old node id -> new id
@@ -202,28 +202,45 @@ def _signature(info: ModuleInfo, nodes: list[Node]) -> tuple:
 
 
 def _fold(tree: ModuleTree, members: dict[str, list[Node]], targets: dict[str, set]) -> dict[str, str]:
-    """Box path -> the first box of its run of alike consecutive siblings (runs of two or more).
-
-    A run that a path leaves and enters again stays unfolded: one box would draw that
-    path as a loop. So the three calls of the ReLU a ResNet block applies after each
-    of its convolutions stay three boxes, where a stack of layers (each feeding the
-    next) or alike modules side by side (a block's query, key and value) fold.
-    """
+    """Box path -> the first box of its run of alike consecutive siblings (runs of two or more),
+    as :func:`box_runs` finds them."""
     folded_into: dict[str, str] = {}
-
-    def signature(child: str) -> Optional[tuple]:
-        # A later call is alike with its first call when it uses the same parameters
-        # (a cell run at every step folds).
-        if child not in members:
-            return None
-        return _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), members[child])
-
     parents = {tree.parent(path) for path in members}
     for parent in sorted(parents, key=lambda p: tree.order.get(p, -1)):
-        for run in alike_runs(tree.children.get(parent, []), signature):
-            if len(run) > 1 and not _reenters(run, members, targets):
+        for run in box_runs(tree, tree.children.get(parent, []), members, targets):
+            if len(run) > 1:
                 folded_into.update((path, run[0]) for path in run)
     return folded_into
+
+
+def box_runs(
+    tree: ModuleTree, children: Sequence[str], members: Mapping[str, Sequence[Node]], targets: Mapping[str, set]
+) -> list[list[str]]:
+    """Sibling module boxes (``children``, in order) as the runs one box stands for: alike
+    consecutive siblings, of the same class, parameter count and ops. A summary
+    (``collapse``) and every level of the explorer fold by this one rule.
+
+    ``members`` holds each box's nodes (a child without any is drawn nowhere and ends a
+    run) and ``targets`` each node's consumers. A run that a path leaves and enters
+    again stays apart, one box each: one box would draw that path as a loop. So the
+    three calls of the ReLU a ResNet block applies after each of its convolutions stay
+    three boxes, where a stack of layers (each feeding the next) or alike modules side
+    by side (a block's query, key and value) fold. A later call of a module is alike
+    with its first call when it uses the same parameters (a cell run at every step folds).
+    """
+
+    def signature(child: str) -> Optional[tuple]:
+        if child not in members:
+            return None
+        return _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), list(members[child]))
+
+    runs: list[list[str]] = []
+    for run in alike_runs(children, signature):
+        if len(run) > 1 and _reenters(run, members, targets):
+            runs.extend([child] for child in run)
+        else:
+            runs.append(run)
+    return runs
 
 
 def alike_runs(children: Sequence[str], signature: Callable[[str], Optional[Hashable]]) -> list[list[str]]:
@@ -329,7 +346,7 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
     for node in graph.nodes:
         for path in tree.chain(node.module):
             under.setdefault(path, []).append(node)
-    targets = _targets(graph.edges)
+    targets = node_targets(graph.edges)
     stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
     dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
     block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
@@ -388,7 +405,7 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
     return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules), stand_in
 
 
-def _targets(edges: tuple[Edge, ...]) -> dict[str, set]:
+def node_targets(edges: Sequence[Edge]) -> dict[str, set]:
     """Node id -> the ids it feeds."""
     targets: dict[str, set] = {}
     for edge in edges:
@@ -406,7 +423,7 @@ def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: 
     return True
 
 
-def _reenters(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
+def _reenters(run: list[str], under: Mapping[str, Sequence[Node]], targets: Mapping[str, set]) -> bool:
     """Whether a path leaves the blocks of ``run`` and comes back into them (a residual
     add recorded outside its block): folded into the first block, it would be a cycle."""
     return leaves_and_returns({n.id for path in run for n in under[path]}, targets)
