@@ -314,13 +314,29 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
         return graph
     tree = _ModuleTree(graph.modules)
     under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
+    # The modules around a node depend on its module alone: found once per module, not
+    # per node (fit_to_page folds a graph once per depth it tries).
+    around: dict[str, list[list[Node]]] = {}  # module path -> the lists of under it joins
     for node in graph.nodes:
-        path = node.module
-        while path:
-            if path in tree.info:
-                under.setdefault(path, []).append(node)
-            path = path.rpartition(".")[0]
+        lists = around.get(node.module)
+        if lists is None:
+            lists = around[node.module] = []
+            path = node.module
+            while path:
+                if path in tree.info:
+                    lists.append(under.setdefault(path, []))
+                path = path.rpartition(".")[0]
+        for nodes_under in lists:
+            nodes_under.append(node)
     targets = _targets(graph.edges)
+    signatures: dict[str, tuple] = {}  # module path -> _subtree_signature, each worked out once
+
+    def signature_of(path: str) -> tuple:
+        known = signatures.get(path)
+        if known is None:
+            known = signatures[path] = _subtree_signature(tree, path, under[path])
+        return known
+
     stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
     dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
     block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
@@ -332,10 +348,8 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
         k = 0
         while k < len(children):
             run = [children[k]]
-            signature = _subtree_signature(tree, children[k], under[children[k]])
-            while k + len(run) < len(children) and _subtree_signature(
-                tree, children[k + len(run)], under[children[k + len(run)]]
-            ) == signature:
+            signature = signature_of(children[k])
+            while k + len(run) < len(children) and signature_of(children[k + len(run)]) == signature:
                 run.append(children[k + len(run)])
             k += len(run)
             expanded = depth is None or run[0].count(".") < depth

@@ -265,8 +265,9 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
         return None
     if options.layout != "fixed" and estimate_layout_seconds(drawn, options.junctions) > options.layout_budget:
         return None
+    sizes = _picture_sizes(drawn, options.direction, options.clusters)
     for compact in (False, True):
-        if max(picture_size(drawn, options.direction, compact, options.clusters)) <= PAGE_LONG_SIDE:
+        if max(sizes[compact]) <= PAGE_LONG_SIDE:
             return compact or options.compact
     return None
 
@@ -343,6 +344,12 @@ def picture_size(
     >>> round(height), round(picture_size(g, compact=True)[1]) < round(height)
     (112, True)
     """
+    return _picture_sizes(graph, direction, clusters)[1 if compact else 0]
+
+
+def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+    """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
+    one count of ranks and boxes: :func:`fit_to_page` asks for both."""
     nodes = graph.nodes
     pairs = _without_cycles(len(nodes), flow_pairs(graph))
     rank = longest_path_ranks(len(nodes), pairs)
@@ -360,36 +367,46 @@ def picture_size(
         for r in range(rank[lower] + 1, rank[upper]):
             breadth[r] += gap
     edges = _box_edges(nodes, rank, count, {m.path for m in graph.modules} if clusters else set())
-    ranksep = (COMPACT_RANKSEP if compact else RANKSEP) * 72
-    along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
     broad = max(breadth, default=0.0) + MARGIN
-    return (along, broad) if across else (broad, along)
+    sizes = []
+    for ranksep in (RANKSEP * 72, COMPACT_RANKSEP * 72):
+        along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
+        sizes.append((along, broad) if across else (broad, along))
+    return sizes[0], sizes[1]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, boxes: Set[str]) -> int:
     """How many tops and feet of module boxes (``boxes``: the modules drawn as boxes) the
     ranks hold: per rank, the most that begin or end at any one node of it (boxes
-    nest, so their edges stack)."""
+    nest, so their edges stack).
+
+    Worked out per module and per (rank, module) pair rather than per node: a node's
+    chain of boxes depends on its module alone, and the nodes of one module on one
+    rank count alike (a block of 100 ops has a few dozen such pairs).
+    """
+    at: Set[Tuple[int, str]] = {(rank[i], node.module) for i, node in enumerate(nodes)}
+    chains: dict = {}  # module path -> the boxes around its nodes, innermost first
     top: dict = {}
     foot: dict = {}
-    chains = []
-    for i, node in enumerate(nodes):
-        chain = []
-        path = node.module
-        while path:
-            if path in boxes:
-                chain.append(path)
-            path = path.rpartition(".")[0]
-        chains.append(chain)
+    for r, module in at:
+        chain = chains.get(module)
+        if chain is None:
+            chain = chains[module] = []
+            path = module
+            while path:
+                if path in boxes:
+                    chain.append(path)
+                path = path.rpartition(".")[0]
         for path in chain:
-            top[path] = max(top.get(path, -1), rank[i])
-            foot[path] = min(foot.get(path, count), rank[i])
+            top[path] = max(top.get(path, -1), r)
+            foot[path] = min(foot.get(path, count), r)
     opening = [0] * count
     closing = [0] * count
-    for i, chain in enumerate(chains):
-        r = rank[i]
-        opening[r] = max(opening[r], sum(1 for path in chain if top[path] == r))
-        closing[r] = max(closing[r], sum(1 for path in chain if foot[path] == r))
+    for r, module in at:
+        chain = chains[module]
+        if chain:
+            opening[r] = max(opening[r], sum(1 for path in chain if top[path] == r))
+            closing[r] = max(closing[r], sum(1 for path in chain if foot[path] == r))
     return sum(opening) + sum(closing)
 
 
