@@ -25,7 +25,7 @@ from __future__ import annotations
 import textwrap
 from typing import Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from .collapse import collapse, fold_to_representative
+from .collapse import Folding, collapse
 from .describe import module_label_lines
 from .graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
 from .options import FIT, DrawOptions, draw_options
@@ -212,8 +212,10 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     depth = options.depth
     asked = depth if isinstance(depth, int) else None
     whole = graph
-    if options.fold_repeated and graph.modules:
-        graph = fold_to_representative(graph, asked)
+    # One folding of the graph for every depth tried below: what does not depend on the depth is worked out once.
+    folding = Folding(graph) if options.fold_repeated and graph.modules else None
+    if folding is not None:
+        graph = folding.fold(asked)
     if asked is not None:
         graph = collapse(graph, asked, options.fold_repeated)
     submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
@@ -229,7 +231,7 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     deepest = max(path.count(".") for path in submodules)
     smallest = None
     for level in range(deepest, -1, -1):
-        folded = fold_to_representative(whole, level) if options.fold_repeated else whole
+        folded = folding.fold(level) if folding is not None else whole
         summary = collapse(folded, level, options.fold_repeated)
         if len(summary.nodes) >= len(graph.nodes):
             continue  # collapses nothing
