@@ -164,3 +164,18 @@ def test_the_structure_is_the_same_in_two_runs(name):
         outputs = forward(recorded.model, recorded.inputs)
     second = structure_text(walk(loss_of(outputs), recorded.model, recorder=rec))
     assert second == first
+
+
+def test_the_zoo_benchmark_prints_its_table():
+    from .test_benchmarks_smoke import run_module
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz 'dot' is not installed: the time to the picture includes it")
+    done = run_module("benchmarks.zoo", "--only", "resnet", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    header, _rule, row = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    assert cells["model"] == "resnet"
+    assert float(cells["ours ms"]) > 0 and float(cells["dot ms"]) > 0
+    assert cells["findings E/W/I"].startswith("0/0/")
+    assert int(cells["nodes"]) >= int(cells["drawn"]) > 0
