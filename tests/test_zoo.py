@@ -62,6 +62,13 @@ def _page(name: str) -> Explorer:
     return explore(recorded.loss, recorder=recorded.recorder)
 
 
+@pytest.fixture(scope="module", params=NAMES)
+def name(request: pytest.FixtureRequest) -> str:
+    """Each model of the zoo. A module-scoped parameter: pytest runs the tests of one model
+    one after the other, so that under xdist a model is mostly built in one worker."""
+    return request.param
+
+
 def _state(model: torch.nn.Module) -> dict[str, Any]:
     """Everything of a model that recording must leave as it was."""
     hooks = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -81,7 +88,6 @@ def test_the_zoo_covers_every_kind_of_model():
     assert {animal.kind for animal in ZOO.values()} == set(KINDS)
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_recording_leaves_the_model_as_it_was(name):
     recorded = _recorded(name)
     torch.manual_seed(0)
@@ -95,7 +101,6 @@ def test_recording_leaves_the_model_as_it_was(name):
     assert torch.is_grad_enabled()
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_the_default_picture_fits_a_page_and_graphviz_draws_it(name):
     recorded = _recorded(name)
     with contextlib.redirect_stderr(io.StringIO()) as said:
@@ -114,7 +119,6 @@ def test_the_default_picture_fits_a_page_and_graphviz_draws_it(name):
     assert max(float(size.group(1)), float(size.group(2))) <= PAGE_LONG_SIDE * DRAWN_OVER_GUESS
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_the_explorer_page_builds(name):
     recorded, page = _recorded(name), _page(name)
     levels = {level["path"] for level in page.data["levels"]}
@@ -139,7 +143,6 @@ def test_the_explorer_page_opens_in_a_browser_without_an_error(name, browser, tm
         page.page.close()
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_check_finds_nothing_wrong_with_the_clean_model(name):
     recorded = _recorded(name)
     with warnings.catch_warnings():
@@ -156,7 +159,6 @@ def test_the_input_wav2vec2_makes_require_grad_is_named_as_a_view_of_it():
     assert views == [("parameter", "input_values (view)", (1, 1, 4000))]
 
 
-@pytest.mark.parametrize("name", NAMES)
 def test_the_structure_is_the_same_in_two_runs(name):
     recorded = _recorded(name)
     first = structure_text(walk(recorded.loss, recorded.model, recorder=recorded.recorder))
