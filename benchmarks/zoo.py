@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import functools
 import gc
 import io
 import pstats
@@ -194,10 +195,12 @@ def compare(before: Any, now: Any, names: list[str], repeat: int) -> str:
         model, inputs = build(name)
         python_part(before, model, inputs)
         python_part(now, model, inputs)
+        run_before = functools.partial(python_part, before, model, inputs)
+        run_now = functools.partial(python_part, now, model, inputs)
         old = new = float("inf")
         for _ in range(2):  # alternately, so that neither always runs on a warmer heap
-            old = min(old, min(timed(lambda: python_part(before, model, inputs)) for _ in range(repeat)))
-            new = min(new, min(timed(lambda: python_part(now, model, inputs)) for _ in range(repeat)))
+            old = min(old, min(timed(run_before) for _ in range(repeat)))
+            new = min(new, min(timed(run_now) for _ in range(repeat)))
         same = python_part(before, model, inputs) == python_part(now, model, inputs)
         total_before, total_now = total_before + old, total_now + new
         lines.append(f"| {name} | {old * 1e3:.1f} | {new * 1e3:.1f} | {old / new:.2f} | {same} |")
