@@ -231,12 +231,77 @@ def test_dead_relu_zeroes_the_first_layer_after_backward():
 
 def test_gradient_norm_far_from_its_peers_is_an_outlier():
     params = {name: nn.Parameter(torch.ones(4)) for name in "abcd"}
-    for name, scale in zip("abcd", (1.0, 2.0, 0.5, 1e-6)):
+    for name, scale in zip("abcd", (1.0, 2.0, 0.5, 1e-4)):
         params[name].grad = torch.full((4,), scale)
     findings = check(params=params)
     assert summary(findings) == {("warning", "grad_norm_outlier", "d")}
     assert "below" in findings[0].message
     assert check(params=params, outlier_decades=7) == []
+
+
+@pytest.mark.parametrize("dtype, small, severity", [
+    (torch.float32, 1e-8, "info"),  # 8 decades below: float32 rounding, no vanishing gradient
+    (torch.float64, 1e-8, "warning"),  # float64 holds 15 digits: 8 decades below is an outlier
+])
+def test_a_gradient_zero_but_for_rounding_is_info_not_a_vanishing_warning(dtype, small, severity):
+    params = {name: nn.Parameter(torch.ones(4, dtype=dtype)) for name in "abcd"}
+    for name, scale in zip("abcd", (1.0, 2.0, 0.5, small)):
+        params[name].grad = torch.full((4,), scale, dtype=dtype)
+    (finding,) = check(params=params)
+    assert (finding.severity, finding.subject) == (severity, "d")
+    if severity == "info":
+        assert finding.code == "grad_zero" and "rounding" in finding.message
+    else:
+        assert finding.code == "grad_norm_outlier"
+
+
+def test_a_key_bias_before_a_softmax_gets_no_vanishing_warning():
+    torch.manual_seed(0)
+    query, key = nn.Linear(8, 8), nn.Linear(8, 8)
+    x = torch.randn(5, 8)
+    scores = query(x) @ key(x).T  # key.bias adds one number per query to all its scores
+    loss = (torch.softmax(scores, -1) * torch.randn(5, 5)).sum()
+    model = nn.ModuleDict({"query": query, "key": key})
+    findings = [f for f in check(loss, model, backward=True) if f.code in ("grad_zero", "grad_norm_outlier")]
+    assert summary(findings) == {("info", "grad_zero", "key.bias")}
+
+
+def test_a_view_of_an_input_that_the_forward_made_require_grad_is_that_input():
+    class FeatureEncoder(nn.Module):  # as Wav2Vec2's: gradient checkpointing needs a leaf that requires grad
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 2, 3)
+
+        def forward(self, input_values):
+            hidden = input_values[:, None]
+            hidden.requires_grad = True
+            return self.conv(hidden).sum()
+
+    model = FeatureEncoder()
+    with record(model) as rec:
+        loss = model(torch.randn(1, 10))
+    assert summary(check(loss, model, recorder=rec, backward=True), with_info=False) == set()
+    graph = walk(loss, model, recorder=rec)
+    assert [(n.kind, n.label, n.module) for n in graph.nodes if n.kind in ("leaf", "parameter") and "(view)" in n.label] \
+        == [("parameter", "input_values (view)", "")]
+
+
+def test_a_view_of_a_parameter_made_to_require_grad_is_still_a_stray_leaf():
+    class Detour(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            with torch.no_grad():
+                view = self.weight[:]  # gradient through it never reaches the weight
+            view.requires_grad = True
+            return (x * view).sum()
+
+    model = Detour()
+    with record(model) as rec:
+        loss = model(torch.ones(4))
+    assert ("error", "unregistered_leaf", "(unnamed (4))") in summary(check(loss, model, recorder=rec))
 
 
 def test_missing_gradient_is_an_error_when_used_and_a_warning_otherwise():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import threading
 import weakref
@@ -525,3 +526,33 @@ def test_a_later_call_never_takes_the_name_of_a_module_of_the_model():
     assert len(paths) == len(set(paths))
     ops = sorted(n.module for n in graph.nodes if n.label == "TanhBackward0")
     assert ops == ["acts.a", "acts.a#2", "acts.a#2#2"]  # the second call of 'a', and the module 'a#2'
+
+
+def test_the_tensors_of_a_call_are_those_tree_leaves_finds_in_the_same_order():
+    from torch.utils._pytree import tree_leaves
+
+    from graphviz_autograd.capture.recording import _tensors_in
+
+    a, b, c = torch.ones(1), torch.nn.Parameter(torch.ones(2)), torch.ones(3)
+    Pair = collections.namedtuple("Pair", "x y")
+    calls = [
+        ((a, 2, None), {}),
+        ((a, [b, c], torch.float32, torch.Size([1])), {"dim": 0, "out": c}),
+        (([a, (b,)],), {}),  # a tuple in a list: handed to tree_leaves
+        ((Pair(a, b), {"k": c}), {"alpha": 1.5}),
+        ((slice(0, 1), ..., "mean", True), {"weight": b}),
+        ((), {}),
+    ]
+    for args, kwargs in calls:
+        expected = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        found = _tensors_in(args, kwargs)
+        assert [id(t) for t in found] == [id(t) for t in expected]
+
+
+def test_each_module_counts_the_parameters_it_holds_a_tied_weight_once():
+    shared = nn.Linear(3, 3)
+    model = nn.ModuleDict({"a": nn.Sequential(shared, nn.Linear(3, 2)), "b": shared, "head": nn.Linear(2, 3)})
+    model["tied"] = nn.Linear(2, 3, bias=False)
+    model["tied"].weight = model["head"].weight
+    expected = {name: sum(p.numel() for p in module.parameters()) for name, module in model.named_modules()}
+    assert {info.path: info.parameters for info in record(model).modules} == expected

@@ -9,7 +9,7 @@ parameters by the names a model or a dict gives them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterable, Iterator, Optional, Union
 
 import torch
 
@@ -88,6 +88,28 @@ def parameter_names(params: Params) -> dict[int, str]:
             )
         names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
     return names
+
+
+def view_name(tensor: torch.Tensor, names: Mapping[int, str]) -> Optional[str]:
+    """``'x (view)'`` for a leaf tensor that is a view of the tensor named ``x`` in ``names``
+    (id -> name) that carries no gradient; None for any other.
+
+    Such a leaf is data, not a weight: a forward that sets ``requires_grad`` on a view of
+    its input (Wav2Vec2's feature encoder does, so that gradient checkpointing works)
+    makes one, and it is that input, seen through the view. A view of a tensor that
+    requires grad is no such thing: gradient through it never reaches that tensor.
+
+    >>> x = torch.ones(2, 3)
+    >>> v = x[:, None]
+    >>> v.requires_grad = True
+    >>> view_name(v, {id(x): "x"}), view_name(x, {id(x): "x"})
+    ('x (view)', None)
+    """
+    base = tensor._base
+    if base is None or base.requires_grad:
+        return None
+    name = names.get(id(base))
+    return None if name is None else f"{name} (view)"
 
 
 def _params_message(params: Any) -> str:

@@ -25,7 +25,7 @@ from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
-from .naming import Params, layout_name, named_tensors, parameter_names
+from .naming import Params, layout_name, named_tensors, parameter_names, view_name
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -436,6 +436,8 @@ class _Walker:
         index = self.leaf_index[key] = len(self.contents)
         self.keep_alive.append(tensor)
         name = self.parameter_names.get(key)
+        if name is None and self.parameter_names:
+            name = view_name(tensor, self.parameter_names)  # an input's view on which the forward set requires_grad
         owner = ""
         if self.recorder is not None:
             # A named tensor belongs to the module that owns it; an unnamed one to the module

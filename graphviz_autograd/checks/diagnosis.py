@@ -711,6 +711,15 @@ def _gradient_findings(
             if abs(distance) <= outlier_decades:
                 continue
             name = known.groups[key][0]
+            if -distance > _rounding_decades(grads[key]):
+                findings.append(Finding(
+                    INFO, GRAD_ZERO,
+                    f"{name}: gradient norm {norms[key]:.2e} is {-distance:.1f} decades below the median of "
+                    f"{len(norms)} parameters ({10 ** median:.2e}), too far for anything but rounding: the loss does "
+                    f"not depend on it (as with the key bias of an attention, which shifts every score of a softmax "
+                    f"alike, or a bias that a batch norm after it takes away).",
+                    index.nodes_of(known.groups[key]) if index is not None else (), name))
+                continue
             direction = "above" if distance > 0 else "below"
             hint = "exploding: clip gradients or lower the learning rate" if distance > 0 else "vanishing"
             findings.append(Finding(
@@ -719,6 +728,20 @@ def _gradient_findings(
                 f"of {len(norms)} parameters ({10 ** median:.2e}); {hint}.",
                 index.nodes_of(known.groups[key]) if index is not None else (), name))
     return findings
+
+
+def _rounding_decades(grad: Optional[torch.Tensor]) -> float:
+    """How many decades below its peers a gradient is rounding alone: two less than the
+    digits its dtype holds (4.9 for float32, 0.1 for bfloat16).
+
+    A gradient that is zero in exact arithmetic (the key bias of an attention, a bias a
+    batch norm takes away) comes out of backward() as the rounding error of long sums of
+    larger terms, some 5 to 10 decades below the others in float32: no vanishing
+    gradient, which shrinks a few decades a layer.
+    """
+    if grad is None or not grad.is_floating_point():
+        return math.inf
+    return -math.log10(torch.finfo(grad.dtype).eps) - 2.0
 
 
 # --- memory ------------------------------------------------------------------------

@@ -339,45 +339,88 @@ def fold_to_representative(graph: AutogradGraph, depth: Optional[int] = None) ->
 def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tuple[AutogradGraph, dict[str, str]]:
     """What :func:`fold_to_representative` returns, and for each node that went, the node of the
     first block that stands for it."""
-    if not graph.modules:
-        return graph, {}
-    tree = ModuleTree(graph.modules)
-    under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
-    for node in graph.nodes:
-        for path in tree.chain(node.module):
-            under.setdefault(path, []).append(node)
-    targets = node_targets(graph.edges)
-    stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
-    dropped_into: dict[str, str] = {}  # dropped node id -> the first block's path
-    block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
-    titles: dict[str, str] = {}
-    pending = [""]
-    while pending:
-        parent = pending.pop()
-        children = [c for c in tree.children.get(parent, []) if c in under]
-        for run in alike_runs(children, lambda child: _subtree_signature(tree, child, under[child])):
-            expanded = depth is None or run[0].count(".") < depth
-            chained = (
-                len(run) > 1
-                and expanded
-                and _each_feeds_the_next(run, under, targets)
-                and not _reenters(run, under, targets)
-            )
-            matches = _match_blocks(run, under) if chained else None
-            if matches is None:
-                pending.extend(run)
-                continue
-            first = run[0]
-            for index, (path, match) in enumerate(zip(run, matches)):
-                for node in under[path]:
-                    block_of[node.id] = (first, index)
-                if index:
-                    stand_in.update(match)
-                    dropped_into.update(dict.fromkeys(match, first))
-            titles[first] = f"{tree.info[first].type_name} ×{len(run)}: {_short(first, parent)}{ELLIPSIS}{_short(run[-1], parent)}"
-            pending.append(first)
+    return Folding(graph).fold(depth)
+
+
+class Folding:
+    """:func:`fold_to_representative` of one graph, at any depth.
+
+    What does not depend on the depth is worked out once and kept: the nodes in each
+    module, the edges, each block's signature, and whether each run of alike blocks
+    chains and matches. :func:`~graphviz_autograd.views.page_fit.fit_to_page` folds a
+    graph once for every depth it tries (MobileViT: eight), and those were most of
+    each fold.
+    """
+
+    def __init__(self, graph: AutogradGraph):
+        self.graph = graph
+        self.tree = ModuleTree(graph.modules)
+        under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
+        # The modules around a node depend on its module alone: found once per module, not per node.
+        around: dict[str, list[list[Node]]] = {}  # module path -> the lists of under it joins
+        for node in graph.nodes:
+            lists = around.get(node.module)
+            if lists is None:
+                lists = around[node.module] = [under.setdefault(path, []) for path in self.tree.chain(node.module)]
+            for nodes_under in lists:
+                nodes_under.append(node)
+        self.under = under
+        self.targets = node_targets(graph.edges)
+        self._signatures: dict[str, tuple] = {}  # module path -> _subtree_signature
+        self._matches: dict[tuple[str, ...], Optional[list[dict[str, str]]]] = {}  # run -> _match_blocks, if it chains
+
+    def signature_of(self, path: str) -> tuple:
+        known = self._signatures.get(path)
+        if known is None:
+            known = self._signatures[path] = _subtree_signature(self.tree, path, self.under[path])
+        return known
+
+    def matches_of(self, run: list[str]) -> Optional[list[dict[str, str]]]:
+        """For a run of alike blocks that each feed the next, the matching node ids (see
+        :func:`_match_blocks`); None when they do not chain or do not match."""
+        key = tuple(run)
+        if key not in self._matches:
+            under, targets = self.under, self.targets
+            chained = _each_feeds_the_next(run, under, targets) and not _reenters(run, under, targets)
+            self._matches[key] = _match_blocks(run, under) if chained else None
+        return self._matches[key]
+
+    def fold(self, depth: Optional[int] = None) -> tuple[AutogradGraph, dict[str, str]]:
+        """The graph with each run of identical sibling blocks deeper than ``depth`` drawn as
+        its first block, and the stand-in of each node that went."""
+        graph, tree, under = self.graph, self.tree, self.under
+        if not graph.modules:
+            return graph, {}
+        stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
+        block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
+        titles: dict[str, str] = {}
+        pending = [""]
+        while pending:
+            parent = pending.pop()
+            children = [c for c in tree.children.get(parent, []) if c in under]
+            for run in alike_runs(children, self.signature_of):
+                expanded = depth is None or run[0].count(".") < depth
+                matches = self.matches_of(run) if len(run) > 1 and expanded else None
+                if matches is None:
+                    pending.extend(run)
+                    continue
+                first = run[0]
+                for index, (path, match) in enumerate(zip(run, matches)):
+                    for node in under[path]:
+                        block_of[node.id] = (first, index)
+                    if index:
+                        stand_in.update(match)
+                titles[first] = f"{tree.info[first].type_name} ×{len(run)}: {_short(first, parent)}{ELLIPSIS}{_short(run[-1], parent)}"
+                pending.append(first)
+        return _folded(graph, stand_in, block_of, titles), stand_in
+
+
+def _folded(
+    graph: AutogradGraph, stand_in: dict[str, str], block_of: dict[str, tuple[str, int]], titles: dict[str, str]
+) -> AutogradGraph:
+    """``graph`` with the nodes of ``stand_in`` replaced by their stand-ins in the first blocks."""
     if not stand_in:
-        return graph, stand_in
+        return graph
     # An input from outside the run that feeds only blocks that go (a buffer read by
     # every layer, one dashed box per read) goes with them: the first block has its own.
     fed = Counter(e[1] for e in graph.edges)
@@ -402,7 +445,7 @@ def fold_with_stand_ins(graph: AutogradGraph, depth: Optional[int] = None) -> tu
         if key not in edges:
             edges[key] = new
     modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
-    return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules), stand_in
+    return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
 
 
 def node_targets(edges: Sequence[Edge]) -> dict[str, set]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
-from .collapsing import collapse_with_ids, fold_with_stand_ins
+from .collapsing import Folding, collapse_with_ids
 from ..graph.descriptions import module_label_lines, shape_text
 from ..graph.module_tree import ModuleTree
 from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
@@ -220,7 +220,9 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     depth = options.depth
     asked = depth if isinstance(depth, int) else None
     whole = graph
-    graph, stand_ins, box_ids = _summary(whole, asked, options.fold_repeated)
+    # One folding of the graph for every depth tried below: what does not depend on the depth is worked out once.
+    folding = Folding(graph) if options.fold_repeated and graph.modules else None
+    graph, stand_ins, box_ids = _summary(whole, asked, folding, options.fold_repeated)
     submodules = [m.path for m in graph.modules if m.path]  # the model itself ('') is no box of its own
     if not graph.modules:  # drawn as torchviz draws it, byte for byte; its nodes never built
         return Fitted(graph, asked, False, "", stand_ins, box_ids)
@@ -234,7 +236,7 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
     deepest = max(path.count(".") for path in submodules)
     smallest = None
     for level in range(deepest, -1, -1):
-        summary = _summary(whole, level, options.fold_repeated)
+        summary = _summary(whole, level, folding, options.fold_repeated)
         if len(summary[0].nodes) >= len(graph.nodes):
             continue  # collapses nothing
         smallest = summary
@@ -249,13 +251,14 @@ def fit_to_page(graph: AutogradGraph, options: Optional[DrawOptions] = None, **c
 
 
 def _summary(
-    graph: AutogradGraph, depth: Optional[int], fold_repeated: bool
+    graph: AutogradGraph, depth: Optional[int], folding: Optional[Folding], fold_repeated: bool
 ) -> tuple[AutogradGraph, dict[str, str], Optional[dict[str, str]]]:
-    """``graph`` folded (runs of alike blocks drawn once) and collapsed to ``depth`` (None: not
-    collapsed), with the stand-ins of the fold and the ids of the collapse."""
+    """``graph`` folded by ``folding`` (runs of alike blocks drawn once; None: not folded) and
+    collapsed to ``depth`` (None: not collapsed), with the stand-ins of the fold and the ids
+    of the collapse."""
     stand_ins: dict[str, str] = {}
-    if fold_repeated and graph.modules:
-        graph, stand_ins = fold_with_stand_ins(graph, depth)
+    if folding is not None:
+        graph, stand_ins = folding.fold(depth)
     if depth is None:
         return graph, stand_ins, None
     collapsed, box_ids = collapse_with_ids(graph, depth, fold_repeated)
@@ -277,8 +280,9 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
         return None
     if options.layout != "fixed" and estimate_layout_seconds(drawn, options.junctions) > options.layout_budget:
         return None
+    sizes = _picture_sizes(drawn, options.direction, options.clusters)
     for compact in (False, True):
-        if max(picture_size(drawn, options.direction, compact, options.clusters)) <= PAGE_LONG_SIDE:
+        if max(sizes[compact]) <= PAGE_LONG_SIDE:
             return compact
     return None
 
@@ -353,6 +357,12 @@ def picture_size(
     >>> round(height), round(picture_size(g, compact=True)[1]) < round(height)
     (112, True)
     """
+    return _picture_sizes(graph, direction, clusters)[1 if compact else 0]
+
+
+def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[Tuple[float, float], Tuple[float, float]]:
+    """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
+    one count of ranks and boxes: :func:`fit_to_page` asks for both."""
     nodes = graph.nodes
     pairs = _without_cycles(len(nodes), flow_pairs(graph))
     rank = longest_path_ranks(len(nodes), pairs)
@@ -370,31 +380,43 @@ def picture_size(
         for r in range(rank[lower] + 1, rank[upper]):
             breadth[r] += gap
     edges = _box_edges(nodes, rank, count, ModuleTree(graph.modules) if clusters and graph.modules else None)
-    ranksep = (COMPACT_RANKSEP if compact else RANKSEP) * 72
-    along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
     broad = max(breadth, default=0.0) + MARGIN
-    return (along, broad) if across else (broad, along)
+    sizes = []
+    for ranksep in (RANKSEP * 72, COMPACT_RANKSEP * 72):
+        along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
+        sizes.append((along, broad) if across else (broad, along))
+    return sizes[0], sizes[1]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:
     """How many tops and feet of module boxes (those of ``tree``; none without one) the
     ranks hold: per rank, the most that begin or end at any one node of it (boxes
-    nest, so their edges stack)."""
+    nest, so their edges stack).
+
+    Worked out per (rank, module) pair rather than per node: a node's chain of boxes
+    depends on its module alone, and the nodes of one module on one rank count alike
+    (a block of 100 ops has a few dozen such pairs).
+    """
+    if tree is None:
+        return 0
+    at = {(rank[i], node.module) for i, node in enumerate(nodes)}
+    chains: dict[str, list[str]] = {}  # module path -> the boxes around its nodes, innermost first
     top: dict = {}
     foot: dict = {}
-    chains = []
-    for i, node in enumerate(nodes):
-        chain = tree.chain(node.module) if tree is not None else []
-        chains.append(chain)
+    for r, module in at:
+        chain = chains.get(module)
+        if chain is None:
+            chain = chains[module] = tree.chain(module)
         for path in chain:
-            top[path] = max(top.get(path, -1), rank[i])
-            foot[path] = min(foot.get(path, count), rank[i])
+            top[path] = max(top.get(path, -1), r)
+            foot[path] = min(foot.get(path, count), r)
     opening = [0] * count
     closing = [0] * count
-    for i, chain in enumerate(chains):
-        r = rank[i]
-        opening[r] = max(opening[r], sum(1 for path in chain if top[path] == r))
-        closing[r] = max(closing[r], sum(1 for path in chain if foot[path] == r))
+    for r, module in at:
+        chain = chains[module]
+        if chain:
+            opening[r] = max(opening[r], sum(1 for path in chain if top[path] == r))
+            closing[r] = max(closing[r], sum(1 for path in chain if foot[path] == r))
     return sum(opening) + sum(closing)
 
 
