@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import count_text, describe_op, plural, shape_text
-from ..drawing.dot_writer import shown_text
+from ..drawing.dot_writer import label as dot_label
+from ..drawing.dot_writer import quote, shown_text
 from ..errors import (
     GRAPHVIZ_INSTALL_HINT,
     GraphTooBigError,
@@ -891,15 +892,12 @@ def _short(text: str) -> str:
 
 
 def _dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
-    from ..drawing.dot_writer import quote
-
     lines = ["digraph {", " graph [rankdir=TB nodesep=0.25 ranksep=0.35 nslimit=3]",
              " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
              " edge [fontname=monospace fontsize=8 arrowsize=0.6]"]
     for i, item in enumerate(template["items"]):
-        label = "\\n".join(_dot_label(line) for line in _item_lines(item, templates))
         extra = " fontsize=11" if item[0] == BOX else ""
-        lines.append(f" i{i} [label=\"{label}\"{extra}]")
+        lines.append(f" i{i} [label={dot_label(_item_lines(item, templates))}{extra}]")
     edges = _ViewEdges(template["edges"], len(template["items"]), [quote(e[3]) if e[3] else "" for e in template["edges"]])
     lines.extend(edges.junction_line(k) for k in range(len(edges.junction_ends)))
     lines.extend(edges.lines)
@@ -967,12 +965,6 @@ class _ViewEdges:
             layout["routes"] = self.routes
 
 
-def _dot_label(line: str) -> str:
-    # Only the width of a label matters to the layout: any character stands for itself
-    # but the two that DOT reads inside quotes.
-    return line.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def _expanded_item(template: dict, path: Sequence[int], templates: list[dict]) -> list:
     """The item a path of item indexes leads to, through the templates of boxes."""
     for box in path[:-1]:
@@ -992,8 +984,6 @@ def cluster_lines(item: Sequence[Any]) -> list[str]:
 def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
     """DOT of a template's expanded view: a cluster per opened module, no edge labels
     (their shapes are in the details), so big views stay quick to lay out."""
-    from ..drawing.dot_writer import quote
-
     expanded = template["expanded"]
     clusters = expanded["clusters"]
     cluster_of = {tuple(path): n for n, (path, _parent) in enumerate(clusters)}
@@ -1003,9 +993,8 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_
         members[parent].append(f"c{n}")
     item_cluster = []
     for i, path in enumerate(expanded["items"]):
-        label = "\\n".join(_dot_label(line) for line in _item_lines(_expanded_item(template, path, templates), templates))
         item_cluster.append(cluster_of.get(tuple(path[:-1]), -1))
-        members[item_cluster[-1]].append(f' i{i} [label="{label}"]')
+        members[item_cluster[-1]].append(f" i{i} [label={dot_label(_item_lines(_expanded_item(template, path, templates), templates))}]")
     edges = _ViewEdges(expanded["edges"], len(expanded["items"]), [""] * len(expanded["edges"]))
     # A junction sits in the innermost module box around its source and every op it feeds.
     parent_of = {n: parent for n, (_path, parent) in enumerate(clusters)}
