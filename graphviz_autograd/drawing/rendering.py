@@ -223,29 +223,11 @@ def _missing_end(data: bytes, fmt: str) -> str:
     return ""
 
 
-def _svg_root(data: bytes) -> Optional[str]:
+def _svg_root(data: bytes, whole: bool = False) -> Optional[str]:
     """The local name of the root element of XML ``data``, read as far as it goes: a
     cut-short SVG still has its ``<svg>`` root. '' when the XML is broken before a
-    root, None when it is well formed so far but stops before the root's tag ends."""
-    from xml.parsers import expat
-
-    parser = expat.ParserCreate(namespace_separator=" ")
-    roots: list[str] = []
-
-    def start(name: str, attrs: dict) -> None:
-        if not roots:
-            roots.append(name.rpartition(" ")[2])
-
-    parser.StartElementHandler = start
-    try:
-        parser.Parse(data, False)
-    except expat.ExpatError:
-        return roots[0] if roots else ""
-    return roots[0] if roots else None
-
-
-def _is_svg(data: bytes) -> bool:
-    """Whether ``data`` parses as XML with an ``<svg>`` root (in any namespace).
+    root, None when it is well formed so far but stops before the root's tag ends.
+    With ``whole``, the XML must also end where it should: '' when it does not.
 
     Parsed with expat, which fetches no external entity and expands no DTD from
     elsewhere; Graphviz's SVG declares its DTD by reference only.
@@ -261,10 +243,15 @@ def _is_svg(data: bytes) -> bool:
 
     parser.StartElementHandler = start
     try:
-        parser.Parse(data, True)
+        parser.Parse(data, whole)
     except expat.ExpatError:
-        return False
-    return roots == ["svg"]
+        return "" if whole else (roots[0] if roots else "")
+    return roots[0] if roots else None
+
+
+def _is_svg(data: bytes) -> bool:
+    """Whether ``data`` parses whole as XML with an ``<svg>`` root (in any namespace)."""
+    return _svg_root(data, whole=True) == "svg"
 
 
 def _stop(process: subprocess.Popen) -> None:
