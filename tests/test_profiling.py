@@ -449,3 +449,29 @@ def test_on_a_real_cuda_device_every_node_is_matched_and_timed_by_its_kernels():
     assert all(value >= 0 for value in backward.values())
     assert all(backward[op.id] > 0 for op in profile.ops if op.label == "AddmmBackward0")
     assert sum(backward.values()) <= profile.totals["backward"] * 1.15
+
+
+def test_a_profile_colours_the_explorer_page_in_chromium(tmp_path):
+    # The three measurements are in the page's colour menu and module table, summed onto boxes.
+    from graphviz_autograd import explore
+
+    from .test_explore_browser import Page, chromium_path
+
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    profile = small_profile()
+    path = explore(profile.graph, overlays=profile.overlays()).save(tmp_path / "profiled.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            menu = page.page.locator("#metric option").all_text_contents()
+            assert {"forward time (sum)", "backward time (sum)", "backward memory (sum)"} <= set(menu)
+            page.page.select_option("#metric", "backward_time")
+            assert "backward time" in page.page.locator("#legend").text_content()
+            filled = page.page.locator("g.node rect").evaluate_all("rects => rects.filter(r => r.style.fill).length")
+            assert filled > 0  # the ops and boxes that have a time are filled by it
+            assert page.errors == []
+        finally:
+            browser.close()
