@@ -455,6 +455,10 @@ def explorer_data(
         _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates, runs_of)
 
     _add_expanded_views(ordered, levels, home, edges_out, templates, options.expand_limit)
+    # Each item's label, made here once: Graphviz lays it out with these lines, the page
+    # draws them (and a box opened in an expanded view is titled with its first two).
+    for template in templates:
+        template["labels"] = [_item_lines(item, templates) for item in template["items"]]
     _lay_out(templates, timeout, options.layout, options.layout_budget)
 
     finding_rows = []
@@ -973,12 +977,14 @@ def _expanded_item(template: dict, path: Sequence[int], templates: list[dict]) -
 
 
 def cluster_lines(item: Sequence[Any]) -> list[str]:
-    """The label of an opened module in an expanded view: its name and class (×N when folded).
+    """The label of an opened module in an expanded view: its name and class (×N when folded),
+    the first two lines of its box.
 
     >>> cluster_lines(["box", "h.0 \u2026 h.3", "GPT2Block", 4, 2, 27, 7087872])
     ['h.0 … h.3  GPT2Block ×4']
     """
-    return [_short(item[1]) + "  " + _short(item[2] + (f" \u00d7{item[3]}" if item[3] > 1 else ""))]
+    name, kind, _ = box_lines(item)
+    return [name + "  " + kind]
 
 
 def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:

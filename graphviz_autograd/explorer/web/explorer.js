@@ -141,25 +141,9 @@
     return unit === 'B' ? bytesText(value) : unit === 's' ? secondsText(value) : value.toPrecision(3);
   }
   function shapeText(shape) { return shape ? '(' + shape.join(', ') + ')' : ''; }
-  function shortText(text, most) {
-    return text.length <= most ? text : text.slice(0, most - 1) + '\u2026';
-  }
   function levelName(l) { return l === ROOT ? data.title : levels[l].path; }
   function tail(path, parentPath) {
     return parentPath && path.indexOf(parentPath + '.') === 0 ? path.slice(parentPath.length + 1) : path;
-  }
-  // The lines an item is drawn with; the Python side laid it out for the same lines.
-  function itemLines(item) {
-    switch (item[0]) {
-      case 'box':
-        return [shortText(item[1], 40), shortText(item[2] + (item[3] > 1 ? ' \u00d7' + item[3] : ''), 40),
-          plural(item[5], 'op') + (item[6] ? ', ' + countText(item[6]) + ' params' : '')];
-      case 'in': case 'out': return [item[1]];
-      case 'parameter': case 'leaf': return [shortText(item[1] || '(unnamed)', 40), item[2]];
-      case 'output': return [shortText(item[1] || 'output', 40), item[2]];
-      case 'no_grad': return [shortText(item[1] || 'no grad', 40)];
-      default: return [shortText(item[1], 40)];
-    }
   }
 
   function element(tag, attrs, text) {
@@ -196,7 +180,7 @@
     var template = templates[levels[level].template];
     var refs = levels[level].refs;
     return {
-      level: level, expanded: false, items: template.items, refs: refs, edges: template.edges,
+      level: level, expanded: false, items: template.items, labels: template.labels, refs: refs, edges: template.edges,
       layout: template.layout, clusters: [],
       alike: template.items.map(function (item, i) { return isNodeItem(item) ? [refs[i]] : []; }),
     };
@@ -219,15 +203,17 @@
         holders = next;
         inner = templates[inner.items[box][4]];
       }
-      return { item: inner.items[path[path.length - 1]], holders: holders };
+      return { item: inner.items[path[path.length - 1]], lines: inner.labels[path[path.length - 1]], holders: holders };
     }
     var items = [];
+    var labels = [];
     var refs = [];
     var alike = [];
     expandedData.items.forEach(function (path) {
       var found = follow(path);
       var last = path[path.length - 1];
       items.push(found.item);
+      labels.push(found.lines);
       if (isNodeItem(found.item)) {
         var all = found.holders.map(function (l) { return levels[l].refs[last]; });
         refs.push(all[0]);
@@ -242,10 +228,10 @@
       var last = entry[0][entry[0].length - 1];
       var inside = [];
       found.holders.forEach(function (l) { Array.prototype.push.apply(inside, levels[l].refs[last]); });
-      return { item: found.item, levels: inside, parent: entry[1] };
+      return { item: found.item, lines: found.lines, levels: inside, parent: entry[1] };
     });
     return {
-      level: level, expanded: true, items: items, refs: refs, alike: alike, edges: expandedData.edges,
+      level: level, expanded: true, items: items, labels: labels, refs: refs, alike: alike, edges: expandedData.edges,
       layout: expandedData.layout, clusters: clusters,
     };
   }
@@ -321,8 +307,7 @@
       var group = svgElement('g', { class: 'cluster', 'data-cluster': String(c) });
       group.appendChild(svgElement('rect', { x: box[0], y: box[1], width: box[2], height: box[3], rx: 6 }));
       var item = cluster.item;
-      group.appendChild(svgElement('text', { x: box[0] + 6, y: box[1] + 12 },
-        shortText(item[1], 40) + '  ' + shortText(item[2] + (item[3] > 1 ? ' \u00d7' + item[3] : ''), 40)));
+      group.appendChild(svgElement('text', { x: box[0] + 6, y: box[1] + 12 }, cluster.lines[0] + '  ' + cluster.lines[1]));
       group.appendChild(svgElement('title', {}, cluster.levels.map(function (l) { return levels[l].path; }).join(', ') +
         ' (' + item[2] + '): click for its details'));
       drawBadge(group, badgeCounts(cluster.levels), box[0] + box[2] - 2, box[1] + 2);
@@ -390,7 +375,7 @@
         }
       }
       group.appendChild(rect);
-      var lines = itemLines(item);
+      var lines = view.labels[i];  // made once, in Python, with the lines Graphviz laid out
       var lineHeight = item[0] === 'box' ? 13 : 12;
       lines.forEach(function (line, n) {
         var text = svgElement('text', {
