@@ -40,11 +40,11 @@ def test_alike_blocks_fold_into_one_box_that_stands_for_all(gpt2_page):
     data = gpt2_page.data
     transformer = level(data, "transformer")
     items = data["templates"][transformer["template"]]["items"]
-    boxes = [(item, ref) for item, ref in zip(items, transformer["refs"]) if item[0] == "box"]
-    blocks = [(item, ref) for item, ref in boxes if item[2] == "GPT2Block"]
+    boxes = [(item, ref) for item, ref in zip(items, transformer["refs"]) if item["kind"] == "box"]
+    blocks = [(item, ref) for item, ref in boxes if item["type"] == "GPT2Block"]
     assert len(blocks) == 1
     item, ref = blocks[0]
-    assert item[3] == 4 and item[1] == "h.0 \u2026 h.3"
+    assert item["count"] == 4 and item["label"] == "h.0 \u2026 h.3"
     assert [data["levels"][i]["path"] for i in ref] == [f"transformer.h.{i}" for i in range(4)]
     # Every layer is a level of its own (search can open any), all with one layout.
     assert len({level(data, f"transformer.h.{i}")["template"] for i in range(4)}) == 1
@@ -62,8 +62,8 @@ def test_calls_of_one_module_in_a_block_stay_apart_where_one_box_would_be_a_loop
     data = explore(out, recorder=recorder).data
     block = level(data, "0")
     template = data["templates"][block["template"]]
-    boxes = [item for item in template["items"] if item[0] == "box"]
-    assert sorted((item[1], item[3]) for item in boxes if item[2] == "ReLU") == [("relu1", 1), ("relu1#2", 1)]
+    boxes = [item for item in template["items"] if item["kind"] == "box"]
+    assert sorted((item["label"], item["count"]) for item in boxes if item["type"] == "ReLU") == [("relu1", 1), ("relu1#2", 1)]
     # The block's drawing is a DAG: no box its path runs through twice.
     assert not has_cycle([(str(e[0]), str(e[1])) for e in template["edges"]])
 
@@ -80,8 +80,8 @@ def test_top_level_is_the_top_modules_and_the_output(gpt2_page):
     root = data["levels"][0]
     items = data["templates"][root["template"]]["items"]
     assert root["path"] == "" and root["parent"] == -1
-    assert sorted(item[1] for item in items if item[0] == "box") == ["lm_head", "transformer"]
-    assert [item[0] for item in items].count("output") == 1
+    assert sorted(item["label"] for item in items if item["kind"] == "box") == ["lm_head", "transformer"]
+    assert [item["kind"] for item in items].count("output") == 1
 
 
 def test_every_node_but_saved_tensors_is_in_exactly_one_level(gpt2_page):
@@ -91,7 +91,7 @@ def test_every_node_but_saved_tensors_is_in_exactly_one_level(gpt2_page):
     placed = []
     for lv in data["levels"]:
         items = data["templates"][lv["template"]]["items"]
-        placed += [ref for item, ref in zip(items, lv["refs"]) if item[0] not in ("box", "in", "out")]
+        placed += [ref for item, ref in zip(items, lv["refs"]) if item["kind"] not in ("box", "in", "out")]
     assert sorted(placed) == list(range(len(data["nodes"])))
 
 
@@ -105,7 +105,7 @@ def test_a_graph_without_modules_is_one_level():
     x = torch.ones(3, requires_grad=True)
     data = explore((x.exp() * 2).sum()).data
     assert len(data["levels"]) == 1
-    kinds = [item[0] for item in data["templates"][0]["items"]]
+    kinds = [item["kind"] for item in data["templates"][0]["items"]]
     assert kinds.count("op") == 3 and kinds.count("leaf") == 1 and "box" not in kinds
 
 
@@ -119,8 +119,9 @@ def test_findings_and_gradient_norms_reach_the_page():
     node = next(n for n in graph.nodes if n.label == "0.weight")
     finding = Finding("warning", "grad_zero", "0.weight: gradient is zero", (node.id,), "0.weight")
     data = explore(graph, diagnose=[finding], grad_colors=model).data
-    assert data["findings"] == [["warning", "grad_zero", "0.weight: gradient is zero", [data["nodes"].index(
-        next(n for n in data["nodes"] if n["label"] == "0.weight"))], "0.weight"]]
+    weight = data["nodes"].index(next(n for n in data["nodes"] if n["label"] == "0.weight"))
+    assert data["findings"] == [{"severity": "warning", "code": "grad_zero", "message": "0.weight: gradient is zero",
+                                 "nodes": [weight], "subject": "0.weight"}]
     norms = data["metrics"]["grad_norm"]
     assert norms and {data["nodes"][int(k)]["kind"] for k in norms} == {"parameter", "accumulate_grad"}
 
@@ -248,15 +249,15 @@ def test_expanded_view_opens_every_module_once_per_folded_run(gpt2_page):
     def item_at(path):
         template = top
         for box in path[:-1]:
-            template = templates[template["items"][box][4]]
+            template = templates[template["items"][box]["template"]]
         return template["items"][path[-1]]
 
-    labels = [item_at(path)[1] for path, _parent in expanded["clusters"]]
+    labels = [item_at(path)["label"] for path, _parent in expanded["clusters"]]
     assert labels.count("h.0 \u2026 h.3") == 1 and "lm_head" in labels  # the run of 4 blocks is one cluster
-    kinds = [item_at(path)[0] for path in expanded["items"]]
+    kinds = [item_at(path)["kind"] for path in expanded["items"]]
     assert "box" not in kinds and kinds.count("output") == 1
     assert 0 < len(expanded["items"]) < len(data["nodes"])  # the other 3 blocks are not drawn
-    assert [item_at(path)[1] for path in expanded["items"]].count("AddmmBackward0") == 4  # one block's Conv1Ds
+    assert [item_at(path)["label"] for path in expanded["items"]].count("AddmmBackward0") == 4  # one block's Conv1Ds
     assert len(expanded["layout"]["nodes"]) == len(expanded["items"])
     assert len(expanded["layout"]["clusters"]) == len(expanded["clusters"])
     # Parents come before their clusters; edges join drawn items, none from a block to itself.

@@ -85,7 +85,7 @@ def test_a_module_named_with_what_graphviz_or_utf8_cannot_take_is_drawn_escaped(
     assert f"blocks.{SHOWN[case]}.weight" in parameters
     # The level's box is laid out under its shown name.
     top = data["templates"][data["levels"][0]["template"]]
-    assert any(item[1] == "blocks." + SHOWN[case] for item in top["items"] if item[0] == "box")
+    assert any(item["label"] == "blocks." + SHOWN[case] for item in top["items"] if item["kind"] == "box")
 
 
 @needs_graphviz
@@ -187,12 +187,12 @@ def test_a_big_level_is_shown_as_parts_that_fold(monkeypatch):
     assert [n["kind"] for n in page.data["nodes"] if n["level"] == 0] == ["output"]
     # The middle parts are alike: one template, one box at the top level for their run.
     top = page.data["templates"][levels[0]["template"]]
-    boxes = [item for item in top["items"] if item[0] == "box"]
-    assert len(boxes) < total and max(item[3] for item in boxes) >= total - 3
-    assert all(sum(item[0] == "op" for item in t["items"]) <= 25 for t in page.data["templates"] if t is not top)
+    boxes = [item for item in top["items"] if item["kind"] == "box"]
+    assert len(boxes) < total and max(item["count"] for item in boxes) >= total - 3
+    assert all(sum(item["kind"] == "op" for item in t["items"]) <= 25 for t in page.data["templates"] if t is not top)
     # A part starts at an op, so the parts between the first and the last are alike.
     for level in parts:
-        assert page.data["templates"][level["template"]]["items"][0][0] == "op"
+        assert page.data["templates"][level["template"]]["items"][0]["kind"] == "op"
     assert len({level["template"] for level in parts[1:-1]}) == 1
 
 

@@ -116,8 +116,8 @@ def explorer_runs(graph) -> set[tuple[str, str, int]]:
     for level in levels:
         items = data["templates"][level["template"]]["items"]
         for item, ref in zip(items, level["refs"]):
-            if item[0] == "box" and item[3] > 1:
-                found.add((levels[ref[0]]["path"], levels[ref[-1]]["path"], item[3]))
+            if item["kind"] == "box" and item["count"] > 1:
+                found.add((levels[ref[0]]["path"], levels[ref[-1]]["path"], item["count"]))
     return found
 
 

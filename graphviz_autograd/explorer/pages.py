@@ -94,6 +94,12 @@ PART_NODES = 2_000
 # The class name the page shows for such a part.
 PART_TYPE = "Part"
 
+# The version of the page's data (docs/explorer-data.md): 2 names the fields of items
+# and findings, and says the order of an edge's fields.
+DATA_FORMAT = 2
+# An edge, in the page's data: [source, target, kind, shape], by node or item index.
+EDGE_FIELDS = ("source", "target", "kind", "shape")
+
 # Item kinds of a level besides node kinds: a child module, and the two ends of an
 # edge that crosses the level's border.
 BOX = "box"
@@ -204,7 +210,7 @@ def explore(
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> page = explore((x * x).sum())
-    >>> [item[0] for item in page.data["templates"][0]["items"]]
+    >>> [item["kind"] for item in page.data["templates"][0]["items"]]
     ['output', 'op', 'op', 'accumulate_grad', 'leaf']
     """
     options = DrawOptions(
@@ -465,8 +471,10 @@ def explorer_data(
     for finding in findings:
         ids = [index_of[n] for n in finding.nodes if n in index_of]
         ids += [index_of[saved_owner[n]] for n in finding.nodes if n in saved_owner and saved_owner[n] in index_of]
-        finding_rows.append([finding.severity, finding.code, shown_text(finding.message, one_line=False), sorted(set(ids)),
-                             shown_text(finding.subject)])
+        finding_rows.append({
+            "severity": finding.severity, "code": finding.code, "message": shown_text(finding.message, one_line=False),
+            "nodes": sorted(set(ids)), "subject": shown_text(finding.subject),
+        })
 
     # Each overlay's values by node index; NaN and infinities as "nan" (JSON has none).
     metrics: dict[str, dict[str, Union[float, str]]] = {}
@@ -494,8 +502,11 @@ def explorer_data(
             "template": level.template,
             "refs": [_ref(ref, level_number) for ref in level.refs],
         })
+    for template in templates:  # laid out from the items as tuples; sent with named fields
+        template["items"] = [item_record(item) for item in template["items"]]
     return {
-        "format": 1,
+        "format": DATA_FORMAT,
+        "edge_fields": list(EDGE_FIELDS),
         "nodes": node_rows,
         "edges": edges_out,
         "levels": level_rows,
@@ -507,6 +518,22 @@ def explorer_data(
         ],
         "metrics": metrics,
     }
+
+
+def item_record(item: Sequence[Any]) -> dict[str, Any]:
+    """One item of a level, with the names the page reads (see docs/explorer-data.md).
+
+    >>> item_record(("box", "h.0 \u2026 h.3", "GPT2Block", 4, 2, 27, 7087872))["count"]
+    4
+    >>> item_record(("parameter", "fc.weight", "(2, 3)", ""))
+    {'kind': 'parameter', 'label': 'fc.weight', 'shape': '(2, 3)', 'note': ''}
+    """
+    kind = item[0]
+    if kind == BOX:
+        return dict(zip(("kind", "label", "type", "count", "template", "ops", "params"), item))
+    if kind in (PORT_IN, PORT_OUT):
+        return {"kind": kind, "label": item[1]}
+    return dict(zip(("kind", "label", "shape", "note"), item))
 
 
 def _with_shown_names(graph: AutogradGraph) -> AutogradGraph:

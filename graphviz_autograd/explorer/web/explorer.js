@@ -14,6 +14,9 @@
   var EXPANDED_HASH = '&expanded';
   var SEVERITY_RANK = { error: 0, warning: 1, info: 2 };
   // What the page can colour by: the overlays, as the static drawing colours by them.
+  // An edge is [source, target, kind, shape]; it is read by the names the data gives those places.
+  var EDGE = {};
+  data.edge_fields.forEach(function (name, i) { EDGE[name] = i; });
   var OVERLAYS = {};
   (data.overlays || []).forEach(function (overlay) { OVERLAYS[overlay.name] = overlay; });
   // Light to dark: the same blues as the static drawings' gradient scale.
@@ -42,7 +45,7 @@
   levels.forEach(function (level, index) {
     var template = templates[level.template];
     template.items.forEach(function (item, i) {
-      if (item[0] !== 'box') return;
+      if (item.kind !== 'box') return;
       level.refs[i].forEach(function (child) { placeInParent[child] = { item: i, run: level.refs[i] }; });
     });
   });
@@ -62,8 +65,7 @@
   var findingsOf = new Map();  // node index -> findings
   var badges = levels.map(function () { return { error: 0, warning: 0 }; });
   var looseFindings = [];
-  data.findings.forEach(function (row) {
-    var finding = { severity: row[0], code: row[1], message: row[2], nodes: row[3], subject: row[4] };
+  data.findings.forEach(function (finding) {
     if (!finding.nodes.length) looseFindings.push(finding);
     var touched = new Set();
     finding.nodes.forEach(function (k) {
@@ -103,8 +105,8 @@
     inputsOf = nodes.map(function () { return []; });
     outputsOf = nodes.map(function () { return []; });
     data.edges.forEach(function (edge, e) {
-      outputsOf[edge[0]].push(e);
-      inputsOf[edge[1]].push(e);
+      outputsOf[edge[EDGE.source]].push(e);
+      inputsOf[edge[EDGE.target]].push(e);
     });
   }
 
@@ -186,7 +188,7 @@
     };
   }
 
-  function isNodeItem(item) { return item[0] !== 'box' && item[0] !== 'in' && item[0] !== 'out'; }
+  function isNodeItem(item) { return item.kind !== 'box' && item.kind !== 'in' && item.kind !== 'out'; }
 
   // The expanded view: items are paths of item indexes down through boxes; a folded run
   // shows its first block, whose nodes stand for the matching ones of every block of it.
@@ -201,7 +203,7 @@
         var next = [];
         holders.forEach(function (l) { Array.prototype.push.apply(next, levels[l].refs[box]); });
         holders = next;
-        inner = templates[inner.items[box][4]];
+        inner = templates[inner.items[box].template];
       }
       return { item: inner.items[path[path.length - 1]], lines: inner.labels[path[path.length - 1]], holders: holders };
     }
@@ -261,9 +263,9 @@
     var metric = metrics[name];
     if (!metric) return null;
     var item = view.items[i];
-    if (item[0] === 'in' || item[0] === 'out') return null;
+    if (item.kind === 'in' || item.kind === 'out') return null;
     var total = null;
-    if (item[0] === 'box') {
+    if (item.kind === 'box') {
       view.refs[i].forEach(function (l) { total = rollUp(name, total, metric.perLevel[l]); });
     } else {
       view.alike[i].forEach(function (k) { total = rollUp(name, total, metric.perNode.has(k) ? metric.perNode.get(k) : null); });
@@ -309,14 +311,14 @@
       var item = cluster.item;
       group.appendChild(svgElement('text', { x: box[0] + 6, y: box[1] + 12 }, cluster.lines[0] + '  ' + cluster.lines[1]));
       group.appendChild(svgElement('title', {}, cluster.levels.map(function (l) { return levels[l].path; }).join(', ') +
-        ' (' + item[2] + '): click for its details'));
+        ' (' + item.type + '): click for its details'));
       drawBadge(group, badgeCounts(cluster.levels), box[0] + box[2] - 2, box[1] + 2);
       clusterLayer.appendChild(group);
       return group;
     });
     edgeGroups = shown.edges.map(function (edge, e) {
       var drawn = layout.routes ? joinedPath(layout.routes[e], layout.segments) : layout.edges[e];
-      var group = svgElement('g', { class: 'edge kind-' + edge[2] });
+      var group = svgElement('g', { class: 'edge kind-' + edge[EDGE.kind] });
       var c = drawn[0];
       if (c.length >= 2) {
         var d = 'M' + c[0] + ',' + c[1];
@@ -334,8 +336,8 @@
         }
         group.insertBefore(svgElement('path', { d: d }), group.firstChild);
       }
-      if (edge[3] && drawn[2]) {
-        group.appendChild(svgElement('text', { x: drawn[2][0], y: drawn[2][1] + 3 }, edge[3]));
+      if (edge[EDGE.shape] && drawn[2]) {
+        group.appendChild(svgElement('text', { x: drawn[2][0], y: drawn[2][1] + 3 }, edge[EDGE.shape]));
       }
       edgeLayer.appendChild(group);
       return group;
@@ -353,7 +355,7 @@
     itemGroups = shown.items.map(function (item, i) {
       var box = layout.nodes[i];
       var x = box[0], y = box[1], w = box[2], h = box[3];
-      var classes = 'node kind-' + item[0] + (item[0] === 'box' ? ' box' : '');
+      var classes = 'node kind-' + item.kind + (item.kind === 'box' ? ' box' : '');
       var worst = 'info';
       shown.alike[i].forEach(function (k) {
         (findingsOf.get(k) || []).forEach(function (f) {
@@ -363,7 +365,7 @@
       if (worst !== 'info') classes += ' severity-' + worst;
       var group = svgElement('g', { class: classes, tabindex: '0', 'data-item': String(i) });
       var rect = svgElement('rect', {
-        x: x - w / 2, y: y - h / 2, width: w, height: h, rx: item[0] === 'box' ? 6 : 2,
+        x: x - w / 2, y: y - h / 2, width: w, height: h, rx: item.kind === 'box' ? 6 : 2,
       });
       if (metricName) {
         var value = itemMetric(i, metricName);
@@ -376,7 +378,7 @@
       }
       group.appendChild(rect);
       var lines = view.labels[i];  // made once, in Python, with the lines Graphviz laid out
-      var lineHeight = item[0] === 'box' ? 13 : 12;
+      var lineHeight = item.kind === 'box' ? 13 : 12;
       lines.forEach(function (line, n) {
         var text = svgElement('text', {
           x: x, y: y + (n - (lines.length - 1) / 2) * lineHeight + 3.5, class: n === 0 ? 'name' : '',
@@ -385,7 +387,7 @@
         group.appendChild(text);
       });
       group.appendChild(svgElement('title', {}, titleOf(i)));
-      if (item[0] === 'box') drawBadge(group, badgeCounts(shown.refs[i]), x + w / 2 - 2, y - h / 2 + 2);
+      if (item.kind === 'box') drawBadge(group, badgeCounts(shown.refs[i]), x + w / 2 - 2, y - h / 2 + 2);
       nodeLayer.appendChild(group);
       return group;
     });
@@ -454,11 +456,11 @@
   function titleOf(i) {
     var item = view.items[i];
     var ref = view.refs[i];
-    if (item[0] === 'box') {
-      return ref.map(function (l) { return levels[l].path; }).join(', ') + ' (' + item[2] + '): click to open';
+    if (item.kind === 'box') {
+      return ref.map(function (l) { return levels[l].path; }).join(', ') + ' (' + item.type + '): click to open';
     }
-    if (item[0] === 'in') return 'comes from ' + nodeName(ref);
-    if (item[0] === 'out') return 'goes on to ' + nodeName(ref);
+    if (item.kind === 'in') return 'comes from ' + nodeName(ref);
+    if (item.kind === 'out') return 'goes on to ' + nodeName(ref);
     var others = view.alike[i].length - 1;
     return nodeName(ref) + (others ? ' (and its ' + others + (others === 1 ? ' match' : ' matches') + ' in the other blocks of the run)' : '');
   }
@@ -719,7 +721,7 @@
     function holds(j) { return set.has(j); }
     view.items.forEach(function (item, i) {
       var ref = view.refs[i];
-      var hit = item[0] === 'box' ? ref.some(function (l) { return levelsHit.has(l); })
+      var hit = item.kind === 'box' ? ref.some(function (l) { return levelsHit.has(l); })
         : view.alike[i].length ? view.alike[i].some(holds) : set.has(ref);
       if (hit) { itemGroups[i].classList.add(cls); marked.add(i); }
     });
@@ -733,7 +735,7 @@
     clearTrace();
     var item = view.items[i];
     var ref = view.refs[i];
-    if (item[0] === 'box') { open(ref[0]); return; }
+    if (item.kind === 'box') { open(ref[0]); return; }
     var k = ref;
     var traced = trace(k);
     svg.classList.add('tracing');
@@ -742,8 +744,9 @@
     var down = markItems(traced.down, 'down');
     up.add(i); down.add(i);
     view.edges.forEach(function (edge, e) {
-      if (up.has(edge[0]) && up.has(edge[1]) && !(down.has(edge[0]) && edge[0] !== i)) edgeGroups[e].classList.add('up');
-      if (down.has(edge[0]) && down.has(edge[1]) && !(up.has(edge[1]) && edge[1] !== i)) edgeGroups[e].classList.add('down');
+      var source = edge[EDGE.source], target = edge[EDGE.target];
+      if (up.has(source) && up.has(target) && !(down.has(source) && source !== i)) edgeGroups[e].classList.add('up');
+      if (down.has(source) && down.has(target) && !(up.has(target) && target !== i)) edgeGroups[e].classList.add('down');
     });
     selected = { kind: 'node', index: k };
     showNodeDetails(k);
@@ -755,7 +758,7 @@
     if (target.node !== undefined) {
       level = nodes[target.node].level;
       item = levels[level].refs.findIndex(function (ref, i) {
-        var kind = templates[levels[level].template].items[i][0];
+        var kind = templates[levels[level].template].items[i].kind;
         return kind !== 'box' && kind !== 'in' && kind !== 'out' && ref === target.node;
       });
       open(level, { highlight: item, keepDetails: true });
