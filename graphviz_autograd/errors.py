@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Collection, Optional
+
 GRAPHVIZ_INSTALL_HINT = (
     "Install Graphviz (Debian/Ubuntu: 'apt-get install graphviz', macOS: "
     "'brew install graphviz', conda: 'conda install -c conda-forge graphviz') "
@@ -68,3 +70,17 @@ class NoModulesError(GraphvizAutogradError, ValueError):
 
 class GraphTooBigError(GraphvizAutogradError, ValueError):
     """A graph is bigger than what is asked of it can take (the explorer page's node limit)."""
+
+
+def check_choice(name: str, value: object, choices: Collection[Any], shown: Optional[str] = None) -> None:
+    """An OptionError unless ``value`` is one of ``choices``, in one sentence naming ``name``
+    and the choices (``shown`` writes them, when they read better otherwise).
+
+    >>> check_choice("direction", "up", ("TB", "LR"))
+    Traceback (most recent call last):
+    ...
+    graphviz_autograd.errors.OptionError: direction must be one of TB, LR; got 'up'.
+    """
+    if value not in choices:
+        listed = shown if shown is not None else ", ".join(map(str, choices))
+        raise OptionError(f"{name} must be one of {listed}; got {value!r}.")

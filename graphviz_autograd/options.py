@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Union, cast
 
-from .errors import OptionError
+from .errors import OptionError, check_choice
 from .graph.style import Theme, check_direction, resolve_theme
 
 LAYOUTS = ("auto", "dot", "fixed")
@@ -60,8 +60,7 @@ def check_depth_option(depth: object) -> DepthOption:
 
 def check_layout(layout: str) -> LayoutName:
     """``layout`` if it is one of :data:`LAYOUTS`; OptionError otherwise."""
-    if layout not in LAYOUTS:
-        raise OptionError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}.")
+    check_choice("layout", layout, LAYOUTS)
     return cast(LayoutName, layout)
 
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from ..errors import CheckFailedError, InputTypeError, OptionError
+from ..errors import CheckFailedError, InputTypeError, OptionError, check_choice
 from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph
 from ..graph.style import ERROR, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from ..capture.recording import Recorder
@@ -193,8 +193,7 @@ def raise_on(findings: list[Finding], fail_on: str, what: str = "check()") -> li
 
 
 def _check_severity(fail_on: str) -> bool:
-    if fail_on not in SEVERITIES:
-        raise OptionError(f"fail_on must be one of {', '.join(map(repr, SEVERITIES))}; got {fail_on!r}.")
+    check_choice("fail_on", fail_on, SEVERITIES, ", ".join(map(repr, SEVERITIES)))
     return True
 
 

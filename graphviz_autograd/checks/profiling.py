@@ -61,6 +61,7 @@ from ..errors import (
     NoModulesError,
     OptionError,
     StepFailedError,
+    check_choice,
 )
 from ..views.overlays import Overlay
 from ..graph.autograd_graph import ACCUMULATE_GRAD, OP, AutogradGraph, ModuleInfo, module_of_call
@@ -324,8 +325,7 @@ class StepProfile:
 
 
 def _check_metric(metric: str) -> None:
-    if metric not in METRICS:
-        raise OptionError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}.")
+    check_choice("metric", metric, METRICS)
 
 
 # --- running the steps --------------------------------------------------------------

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from ..errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError
+from ..errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError, check_choice
 
 # Suffix -> Graphviz output format. DOT is written as text and needs no Graphviz.
 SUFFIX_FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".pdf": "pdf", ".png": "png", ".html": "html"}
@@ -74,8 +74,7 @@ def find_dot(engine: str = "dot") -> str:
 
 
 def check_engine(engine: str) -> str:
-    if engine not in ENGINES:
-        raise OptionError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}.")
+    check_choice("engine", engine, ENGINES)
     return engine
 
 

@@ -866,7 +866,7 @@ def _first_node(levels: dict[str, _Level], path: str, shown: list[int]) -> int:
 def _node_row(node: Any, *, show_attrs: bool) -> dict:
     row: dict[str, Any] = {"kind": node.kind, "label": node.label}
     if node.shape is not None:
-        row["shape"] = list(node.shape)
+        row["shape"] = shape_text(node.shape)
     if node.dtype:
         row["dtype"] = node.dtype
     if node.device:

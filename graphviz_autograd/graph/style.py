@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, Optional, Union
 
-from ..errors import OptionError
+from ..errors import OptionError, check_choice
 from .autograd_graph import (
     ACCUMULATE_GRAD,
     CUT,
@@ -187,6 +187,5 @@ def resolve_theme(theme: Optional[Theme] = None) -> dict[str, dict[str, str]]:
 
 
 def check_direction(direction: str) -> str:
-    if direction not in DIRECTIONS:
-        raise OptionError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}.")
+    check_choice("direction", direction, DIRECTIONS)
     return direction

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
-from ..errors import OptionError
+from ..errors import OptionError, check_choice
 from ..graph.autograd_graph import SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, dtype_itemsize
 from ..graph.style import SEVERITIES
 
@@ -63,8 +63,7 @@ class Overlay:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise OptionError(f"an overlay's name must be a Python identifier, such as 'backward_time'; got {self.name!r}.")
         for what, value, allowed in (("rollup", self.rollup, ROLLUPS), ("scale", self.scale, SCALES), ("unit", self.unit, UNITS)):
-            if value not in allowed:
-                raise OptionError(f"overlay {self.name!r}: {what} must be one of {', '.join(map(repr, allowed))}; got {value!r}.")
+            check_choice(f"overlay {self.name!r}: {what}", value, allowed, ", ".join(map(repr, allowed)))
 
     def value_text(self, value: float) -> str:
         """``value`` in this overlay's unit: ``'1.5 KiB'``, ``'3.20 ms'``, ``'0.00123'``."""

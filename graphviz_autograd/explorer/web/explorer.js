@@ -142,7 +142,6 @@
     var unit = OVERLAYS[name] ? OVERLAYS[name].unit : '';
     return unit === 'B' ? bytesText(value) : unit === 's' ? secondsText(value) : value.toPrecision(3);
   }
-  function shapeText(shape) { return shape ? '(' + shape.join(', ') + ')' : ''; }
   function levelName(l) { return l === ROOT ? data.title : levels[l].path; }
   function tail(path, parentPath) {
     return parentPath && path.indexOf(parentPath + '.') === 0 ? path.slice(parentPath.length + 1) : path;
@@ -651,7 +650,7 @@
     var outputs = outputsOf[k].map(function (e) { return data.edges[e][3]; }).filter(Boolean);
     var rows = [
       ['module', node.level === ROOT && !node.module ? '' : levelLink(node.level)],
-      ['shape', shapeText(node.shape)], ['dtype', node.dtype], ['device', node.device],
+      ['shape', node.shape], ['dtype', node.dtype], ['device', node.device],
       ['inputs', inputs.join(', ')], ['output', outputs.length ? outputs[0] : ''],
       ['reason', node.kind === 'no_grad' ? node.note : ''],
       ['note', node.kind === 'saved' ? node.note : ''],
