@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import count_text, describe_op, plural, shape_text
 from ..drawing.dot_writer import label as dot_label
-from ..drawing.dot_writer import quote, shown_text
+from ..drawing.dot_writer import attr_list, digraph, quote, shown_text
 from ..errors import (
     GRAPHVIZ_INSTALL_HINT,
     GraphTooBigError,
@@ -922,18 +922,33 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "\u2026"
 
 
+# How Graphviz lays out a level, and a level with every module opened.
+LEVEL_ATTRS = {
+    "graph": {"rankdir": "TB", "nodesep": "0.25", "ranksep": "0.35", "nslimit": "3"},
+    "node": {"shape": "box", "fontname": "monospace", "fontsize": "10", "height": "0.3", "margin": "0.12,0.05"},
+    "edge": {"fontname": "monospace", "fontsize": "8", "arrowsize": "0.6"},
+}
+EXPANDED_ATTRS = {
+    "graph": {"rankdir": "TB", "newrank": "true", "nodesep": "0.2", "ranksep": "0.3", "nslimit": "3",
+              "fontname": "monospace", "fontsize": "10", "labeljust": "l", "margin": "8"},
+    "node": LEVEL_ATTRS["node"],
+    "edge": {"arrowsize": "0.6"},
+}
+
+
+def _defaults(attrs: dict[str, dict[str, str]]) -> list[str]:
+    return [f" {kind} [{attr_list(values, quoted=())}]" for kind, values in attrs.items()]
+
+
 def _dot_source(template: dict, templates: list[dict]) -> tuple[str, "_ViewEdges"]:
-    lines = ["digraph {", " graph [rankdir=TB nodesep=0.25 ranksep=0.35 nslimit=3]",
-             " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
-             " edge [fontname=monospace fontsize=8 arrowsize=0.6]"]
+    lines = _defaults(LEVEL_ATTRS)
     for i, item in enumerate(template["items"]):
-        extra = " fontsize=11" if item[0] == BOX else ""
-        lines.append(f" i{i} [label={dot_label(_item_lines(item, templates))}{extra}]")
+        attrs = {"label": dot_label(_item_lines(item, templates)), **({"fontsize": "11"} if item[0] == BOX else {})}
+        lines.append(f" i{i} [{attr_list(attrs)}]")
     edges = _ViewEdges(template["edges"], len(template["items"]), [quote(e[3]) if e[3] else "" for e in template["edges"]])
     lines.extend(edges.junction_line(k) for k in range(len(edges.junction_ends)))
     lines.extend(edges.lines)
-    lines.append("}")
-    return "\n".join(lines) + "\n", edges
+    return digraph([line + "\n" for line in lines]), edges
 
 
 class _ViewEdges:
@@ -1033,10 +1048,7 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_
     parent_of = {n: parent for n, (_path, parent) in enumerate(clusters)}
     for k, ends in enumerate(edges.junction_ends):
         members[_innermost_cluster([item_cluster[i] for i in ends], parent_of)].append(edges.junction_line(k))
-    lines = ["digraph {", " graph [rankdir=TB newrank=true nodesep=0.2 ranksep=0.3 nslimit=3 fontname=monospace fontsize=10"
-             " labeljust=l margin=8]",
-             " node [shape=box fontname=monospace fontsize=10 height=0.3 margin=\"0.12,0.05\"]",
-             " edge [arrowsize=0.6]"]
+    lines = _defaults(EXPANDED_ATTRS)
     stack: list[str] = ["c-1"]
     while stack:
         entry = stack.pop()
@@ -1059,8 +1071,7 @@ def _expanded_dot_source(template: dict, templates: list[dict]) -> tuple[str, "_
     outer = lambda box: f"c{parent_of[int(box[1:])]}" if parent_of[int(box[1:])] >= 0 else ""  # noqa: E731
     links = [(s, t, (kind,)) for s, t, kind in expanded["edges"]]
     lines.extend(f" i{upper} -> i{source} [style=invis weight=0]" for upper, source in stacking_edges(links, box_of, outer))
-    lines.append("}")
-    return "\n".join(lines) + "\n", edges
+    return digraph([line + "\n" for line in lines]), edges
 
 
 def _innermost_cluster(boxes: Sequence[int], parent_of: dict[int, int]) -> int:
