@@ -84,6 +84,8 @@ STATISTICS = MODULE_STATISTICS + PARAMETER_STATISTICS
 HISTOGRAMS = ("activation", "output_grad", "param", "grad", "update")
 # Statistics that take the largest over ranks, not the mean.
 _LARGEST = frozenset({"activation_abs_max"})
+# Histograms of what each rank's own batch makes: their counts add up over ranks.
+_BATCH_HISTOGRAMS = frozenset({"activation", "output_grad"})
 
 # Histogram bins: log10 of the magnitude, -8 to 4 in half decades.
 HISTOGRAM_LOW = -8.0
@@ -339,7 +341,7 @@ class Watcher:
 
     def _measure_grad(self, name: str, grad: torch.Tensor) -> None:
         with torch.no_grad():
-            g = grad.detach().float()
+            g = _whole(grad.detach()).float()
             # The last gradient accumulated wins (several backward passes per step).
             self._pending = [item for item in self._pending if not (item[0] == "grad_norm" and item[1] == name)]
             self._pending.append(("grad_norm", name, torch.linalg.vector_norm(g)))
@@ -353,7 +355,7 @@ class Watcher:
         with torch.no_grad():
             for name, param in self.model.named_parameters():
                 if param.requires_grad:
-                    copy = param.detach().clone()
+                    copy = _whole(param.detach()).clone()
                     self._before[name] = (copy, torch.linalg.vector_norm(copy.float()))
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -377,7 +379,7 @@ class Watcher:
         self._advance()
 
     def _measure_update(self, name: str, param: torch.Tensor, copy: torch.Tensor, norm: torch.Tensor) -> None:
-        change = (param.detach() - copy).float()
+        change = (_whole(param.detach()) - copy).float()
         self._pending.append(("param_norm", name, norm))
         self._pending.append(("update_ratio", name, torch.linalg.vector_norm(change) / norm))
         if self.with_histograms:
@@ -443,16 +445,19 @@ class Watcher:
                 stacklevel=3,
             )
             return flat
-        largest = torch.tensor([stat in _LARGEST for stat, _ in keys] + [False] * (len(flat) - len(keys)), device=flat.device)
+        largest = torch.tensor([stat in _LARGEST for stat, _ in keys] + [False] * (len(flat) - len(keys)))
+        # Scalars and the histograms of parameters (the same on every rank, or gathered whole) are
+        # averaged; histograms of activations and their gradients count every rank's batch: summed.
+        summed_counts = [False] * len(keys)
+        for kind, _ in histogram_keys:
+            summed_counts.extend([kind in _BATCH_HISTOGRAMS] * HISTOGRAM_BINS)
         data = flat.to(backend_device)
         largest = largest.to(backend_device)
         summed = torch.where(largest, torch.zeros_like(data), data)
         biggest = torch.where(largest, data, torch.full_like(data, -math.inf))
         distributed.all_reduce(summed)
         distributed.all_reduce(biggest, op=distributed.ReduceOp.MAX)
-        scalars = len(keys)
-        averaged = summed.clone()
-        averaged[:scalars] = summed[:scalars] / world
+        averaged = torch.where(torch.tensor(summed_counts, device=backend_device), summed, summed / world)
         return torch.where(largest, biggest, averaged).to(flat.device)
 
     def _note_nonfinite(self, logged: LoggedStep) -> None:
@@ -881,6 +886,13 @@ def _calls_around(path: str) -> list[str]:
         return []
     parts = path.split(".")
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A parameter or gradient whole: a DTensor (sharded by FSDP2's ``fully_shard``) is gathered
+    from every rank (each rank runs this in the same order, at the same logged steps)."""
+    full_tensor = getattr(tensor, "full_tensor", None)
+    return full_tensor() if callable(full_tensor) else tensor
 
 
 def _histogram(magnitude: torch.Tensor) -> torch.Tensor:
