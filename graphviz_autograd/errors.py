@@ -64,3 +64,7 @@ class MetaDeviceError(GraphvizAutogradError, ValueError):
 
 class NoModulesError(GraphvizAutogradError, ValueError):
     """A roll-up by module was asked of a graph that knows no modules (walked without a recorder of the model)."""
+
+
+class MissingExtraError(GraphvizAutogradError, ImportError):
+    """An optional library is needed (TensorBoard, Lightning, transformers) and is not installed."""

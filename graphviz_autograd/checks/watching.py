@@ -11,7 +11,7 @@ and the optimizer's step. On a logged step (steps 0, N, 2N, ...) it measures:
   ``activation_saturated_fraction`` (tanh and sigmoid modules only: outputs within 1% of
   their bounds) and ``output_grad_norm`` (a tensor hook on that output, so in-place ops
   after it do no harm, unlike ``register_full_backward_hook``);
-- per parameter: ``param_norm`` and ``grad_norm`` before the optimizer's step, and
+- per parameter: ``param_norm`` before the optimizer's step, ``grad_norm`` of the gradient it used, and
   ``update_ratio``, the norm of the step's change over the norm before it (‖Δw‖/‖w‖),
   from a copy of the parameters taken on logged steps only;
 - a histogram of each (``activation``, ``output_grad``, ``param``, ``grad``, ``update``)
@@ -175,7 +175,7 @@ class Watcher:
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
         self._graph: Optional[AutogradGraph] = None
         self._recorder: Optional[Recorder] = None
-        self._saw_root = False
+        self._started = False  # whether the running logged step ran its first forward call
         self._warned_compiled = False
 
     # --- the context manager ---
@@ -222,8 +222,8 @@ class Watcher:
         self._pending = []
         self._pending_histograms = []
         self._before = {}
-        self._saw_root = False
-        self._calls.stack.clear()
+        self._started = False
+        self._calls.restart()
 
     # --- steps ---
 
@@ -260,14 +260,16 @@ class Watcher:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
             if _compiling() or not self._logging:
                 return
-            if not name:  # the model's own call starts a forward pass: calls are counted afresh
+            if not name:  # the model's own call starts a forward pass (one per micro-batch): calls counted afresh
                 self._calls.restart()
-                if not self._saw_root:
-                    self._saw_root = True
-                    if self.optimizer is None:
-                        self._copy_parameters()
-                    if self.record_graph and self._graph is None and self._recorder is None:
-                        self._recorder = record(self.model).__enter__()
+            if not self._calls.stack and not self._started:
+                # The step's first outermost call: the model's own, or (Lightning runs its
+                # training_step) the outermost module it calls.
+                self._started = True
+                if self.optimizer is None:
+                    self._copy_parameters()
+                if self.record_graph and self._graph is None and self._recorder is None:
+                    self._recorder = record(self.model).__enter__()
             path = self._calls.enter(name)
             self._call_order.setdefault(path, len(self._call_order))
 
@@ -283,7 +285,7 @@ class Watcher:
             tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
             if tensor is not None:
                 self._measure_output(path, self._module_types.get(name, ""), tensor)
-            if not name and self._recorder is not None:
+            if not self._calls.stack and self._recorder is not None:  # the outermost call ends
                 recorder, self._recorder = self._recorder, None
                 recorder.__exit__(None, None, None)
                 try:
@@ -359,19 +361,19 @@ class Watcher:
                     self._before[name] = (copy, torch.linalg.vector_norm(copy.float()))
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if not self._logging or not self._inside:
-            return
-        self._copy_parameters()
-        for name, param in self.model.named_parameters():
-            if param.requires_grad and param.grad is not None:
-                self._measure_grad(name, param.grad)
+        if self._logging and self._inside:
+            self._copy_parameters()
 
     def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._inside:
             return
         if self._logging:
+            # The gradients are read after the step: a step given a closure (as Lightning gives
+            # one) runs the forward and backward passes inside it. Optimizers leave .grad as it was.
             with torch.no_grad():
                 for name, param in self.model.named_parameters():
+                    if param.requires_grad and param.grad is not None:
+                        self._measure_grad(name, param.grad)
                     before = self._before.get(name)
                     if before is not None:
                         self._measure_update(name, param, *before)
@@ -549,8 +551,10 @@ class Watcher:
             outputs = module_output_nodes(graph)
             for path, value in measured.items():
                 for node_id in outputs.get(path, ()):
-                    values[node_id] = abs(value)
-                    tooltips[node_id] = f"{path or 'model'}: {title} {value:.3g} at step {logged.step}"
+                    # One op can make the output of nested calls (a Sequential's last layer's is its own).
+                    values[node_id] = max(values.get(node_id, abs(value)), abs(value))
+                    line = f"{path or 'model'}: {title} {value:.3g} at step {logged.step}"
+                    tooltips[node_id] = f"{tooltips[node_id]}\n{line}" if node_id in tooltips else line
         else:
             targets = parameter_nodes(graph)
             for name, value in measured.items():
@@ -929,6 +933,11 @@ def _layout_hash(keys: list[tuple[str, str]], histogram_keys: list[tuple[str, st
     return zlib.crc32(repr((keys, histogram_keys)).encode("utf-8"))
 
 
+def process_rank() -> int:
+    """This process's rank under torch.distributed (0 when not distributed)."""
+    return _rank()
+
+
 def _rank() -> int:
     distributed = torch.distributed
     return distributed.get_rank() if distributed.is_available() and distributed.is_initialized() else 0
@@ -949,5 +958,6 @@ __all__ = [
     "Watcher",
     "module_output_nodes",
     "parameter_nodes",
+    "process_rank",
     "watch",
 ]
