@@ -170,7 +170,7 @@ class Watcher:
         self._logging = False  # whether the running step is logged
         self._pending: list[tuple[str, str, torch.Tensor]] = []  # (statistic, key, 0-dim tensor)
         self._pending_histograms: list[tuple[str, str, torch.Tensor]] = []
-        self._before: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}  # name -> (copy, norm) on a logged step
+        self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
         self._graph: Optional[AutogradGraph] = None
@@ -233,11 +233,7 @@ class Watcher:
         if self.optimizer is not None or not self._inside:
             return
         if self._logging:
-            with torch.no_grad():
-                for name, param in self.model.named_parameters():
-                    before = self._before.get(name)
-                    if before is not None:
-                        self._measure_update(name, param, *before)
+            self._measure_parameters(read_grads=False)  # measured as they were accumulated
             self._finish()
         self._advance()
 
@@ -296,27 +292,29 @@ class Watcher:
         return hook
 
     def _measure_output(self, path: str, type_name: str, tensor: torch.Tensor) -> None:
+        # Few passes over the data: each statistic that can be read off another is.
         with torch.no_grad():
-            x = tensor.detach().float()
-            if x.numel() == 0:
+            x = tensor.detach().float()  # no copy when it is float32 already
+            count = x.numel()
+            if count == 0:
                 return
-            std, mean = torch.std_mean(x) if x.numel() > 1 else (torch.zeros((), device=x.device), x.mean())
+            std, mean = torch.std_mean(x) if count > 1 else (torch.zeros((), device=x.device), x.mean())
             magnitude = x.abs()
-            zero = x == 0
+            # Each unit's largest magnitude over the batch: the largest of all, and the units never active.
+            unit_max = magnitude.reshape(-1, x.shape[-1] if x.dim() > 1 else 1).amax(0)
             add = self._pending.append
             add(("activation_mean", path, mean))
             add(("activation_std", path, std))
-            add(("activation_abs_max", path, magnitude.amax()))
-            add(("activation_zero_fraction", path, zero.float().mean()))
-            units = zero.reshape(-1, x.shape[-1]).all(0) if x.dim() > 1 else zero
-            add(("activation_dead_fraction", path, units.float().mean()))
+            add(("activation_abs_max", path, unit_max.amax()))
+            add(("activation_zero_fraction", path, 1.0 - torch.count_nonzero(x) / count))
+            add(("activation_dead_fraction", path, (unit_max == 0).float().mean()))
             bounds = _BOUNDED.get(type_name)
             if bounds is not None:
                 low, high = bounds
                 margin = _NEAR_BOUND * (high - low)
                 add(("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean()))
             if self.with_histograms:
-                self._pending_histograms.append(("activation", path, _histogram(magnitude)))
+                self._pending_histograms.append(("activation", path, _histogram(magnitude, in_place=True)))
         if tensor.requires_grad:
             step = self.step_count
             tensor.register_hook(self._output_grad(path, step))
@@ -329,7 +327,7 @@ class Watcher:
                 g = grad.detach().float()
                 self._pending.append(("output_grad_norm", path, torch.linalg.vector_norm(g)))
                 if self.with_histograms:
-                    self._pending_histograms.append(("output_grad", path, _histogram(g.abs())))
+                    self._pending_histograms.append(("output_grad", path, _histogram(g.abs(), in_place=True)))
 
         return on_grad
 
@@ -351,14 +349,13 @@ class Watcher:
                 self._pending_histograms = [
                     item for item in self._pending_histograms if not (item[0] == "grad" and item[1] == name)
                 ]
-                self._pending_histograms.append(("grad", name, _histogram(g.abs())))
+                self._pending_histograms.append(("grad", name, _histogram(g.abs(), in_place=True)))
 
     def _copy_parameters(self) -> None:
         with torch.no_grad():
             for name, param in self.model.named_parameters():
                 if param.requires_grad:
-                    copy = _whole(param.detach()).clone()
-                    self._before[name] = (copy, torch.linalg.vector_norm(copy.float()))
+                    self._before[name] = _whole(param.detach()).clone()
 
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._logging and self._inside:
@@ -368,25 +365,58 @@ class Watcher:
         if not self._inside:
             return
         if self._logging:
-            # The gradients are read after the step: a step given a closure (as Lightning gives
-            # one) runs the forward and backward passes inside it. Optimizers leave .grad as it was.
-            with torch.no_grad():
-                for name, param in self.model.named_parameters():
-                    if param.requires_grad and param.grad is not None:
-                        self._measure_grad(name, param.grad)
-                    before = self._before.get(name)
-                    if before is not None:
-                        self._measure_update(name, param, *before)
+            self._measure_parameters(read_grads=True)
             self._finish()
         self._advance()
 
-    def _measure_update(self, name: str, param: torch.Tensor, copy: torch.Tensor, norm: torch.Tensor) -> None:
-        change = (_whole(param.detach()) - copy).float()
-        self._pending.append(("param_norm", name, norm))
-        self._pending.append(("update_ratio", name, torch.linalg.vector_norm(change) / norm))
-        if self.with_histograms:
-            self._pending_histograms.append(("param", name, _histogram(copy.float().abs())))
-            self._pending_histograms.append(("update", name, _histogram(change.abs())))
+    def _measure_parameters(self, read_grads: bool) -> None:
+        """Each parameter's norm before the step, its update's (``read_grads``: and its gradient's),
+        all parameters at once: a handful of multi-tensor ops, not a handful per parameter."""
+        named = [(name, param) for name, param in self.model.named_parameters() if param.requires_grad]
+        with torch.no_grad():
+            if read_grads:
+                # Read after the step: a step given a closure (as Lightning gives one) runs the
+                # forward and backward passes inside it. Optimizers leave .grad as it was.
+                grads = [(name, _whole(param.grad.detach())) for name, param in named if param.grad is not None]
+                self._add_norms("grad_norm", "grad", grads)
+            moved = [(name, _whole(param.detach()), self._before[name]) for name, param in named if name in self._before]
+            if not moved:
+                return
+            names = [name for name, _, _ in moved]
+            copies = [copy for _, _, copy in moved]
+            changes = torch._foreach_sub([now for _, now, _ in moved], copies)  # multi-tensor, as torch.optim's own steps
+            norms = self._add_norms("param_norm", "param", list(zip(names, copies)))
+            change_norms = torch._foreach_norm(changes)
+            for name, norm, change in zip(names, norms, change_norms):
+                self._pending.append(("update_ratio", name, change.float() / norm.float()))
+            self._add_histograms("update", names, changes)
+
+    def _add_norms(self, statistic: str, kind: str, named: list[tuple[str, torch.Tensor]]) -> list[torch.Tensor]:
+        """The norm of each tensor as ``statistic``, and its histogram as ``kind``; returns the norms."""
+        if not named:
+            return []
+        tensors = [tensor for _, tensor in named]
+        norms = torch._foreach_norm(tensors)
+        self._pending.extend((statistic, name, norm) for (name, _), norm in zip(named, norms))
+        self._add_histograms(kind, [name for name, _ in named], tensors)
+        return list(norms)
+
+    def _add_histograms(self, kind: str, names: list[str], tensors: Sequence[torch.Tensor]) -> None:
+        """A histogram of each tensor, from one concatenation (one pass of each op over them all)."""
+        if not self.with_histograms or not tensors:
+            return
+        if len({(t.device, t.dtype) for t in tensors}) > 1:
+            for name, tensor in zip(names, tensors):
+                self._pending_histograms.append((kind, name, _histogram(tensor.float().abs(), in_place=True)))
+            return
+        exponents = torch.cat([t.reshape(-1) for t in tensors]).float().abs_()
+        exponents = exponents.clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10_()
+        start = 0
+        for name, tensor in zip(names, tensors):
+            end = start + tensor.numel()
+            counts = torch.histc(exponents[start:end], bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
+            self._pending_histograms.append((kind, name, counts))
+            start = end
 
     # --- the end of a logged step: one transfer ---
 
@@ -899,10 +929,11 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
     return full_tensor() if callable(full_tensor) else tensor
 
 
-def _histogram(magnitude: torch.Tensor) -> torch.Tensor:
-    """Counts of ``magnitude`` (non-negative) per bin of :data:`HISTOGRAM_EDGES`, on its device."""
-    exponent = magnitude.clamp(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10()
-    return torch.histc(exponent, bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
+def _histogram(magnitude: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+    """Counts of ``magnitude`` (non-negative) per bin of :data:`HISTOGRAM_EDGES`, on its device
+    (``in_place``: ``magnitude`` is a tensor of ours, overwritten)."""
+    clamped = magnitude.clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH) if in_place else magnitude.clamp(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH)
+    return torch.histc(clamped.log10_(), bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
 
 
 def _check_statistic(statistic: str) -> None:

@@ -1,0 +1,108 @@
+"""What :func:`graphviz_autograd.checks.watching.watch` costs a CPU training step.
+
+Run by hand from the repository root, so that this checkout's package is the one imported::
+
+    PYTHONPATH=. python -m benchmarks.watching            # about a minute on two cores
+    PYTHONPATH=. python -m benchmarks.watching --steps 300 --rounds 5
+
+The model is a 4-layer GPT-2 (``transformers.GPT2Config(n_layer=4, n_embd=128,
+n_head=4, vocab_size=1000, n_positions=128)``, random weights, nothing downloaded) on
+a batch of 8 sequences of 64 tokens; a step is its forward pass with the language-model
+loss, the backward pass and an AdamW step. Three ways to run the same steps are timed
+in turn, round after round, so that a machine's drift falls on all three alike:
+
+- ``plain``: no watching;
+- ``every 100``: ``watch(model, optimizer=opt, every=100)`` (target: at most 1.02x plain);
+- ``every 1``: ``watch(model, optimizer=opt, every=1)`` (target: at most 1.3x plain).
+
+Each is timed over ``--steps`` steps per round; the table shows the median over the
+rounds of the time per step and its ratio to ``plain``. The graph a watcher records at
+its first logged step (``graph=True``, the default) is a one-time cost, timed on its own
+in the last line and left out of the rounds (``graph=False`` there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+
+from graphviz_autograd import watch
+
+
+def gpt2(seed: int = 0) -> Any:
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(n_layer=4, n_embd=128, n_head=4, vocab_size=1000, n_positions=128)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def make_step(model: Any, opt: torch.optim.Optimizer, ids: torch.Tensor) -> Callable[[], None]:
+    def step() -> None:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def timed(step: Callable[[], None], steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200, help="steps per way per round (default 200)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    args = parser.parse_args(argv)
+
+    model = gpt2()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(1))
+    step = make_step(model, opt, ids)
+    for _ in range(5):  # warm-up: allocator, AdamW's state
+        step()
+
+    ways: dict[str, Callable[[], float]] = {
+        "plain": lambda: timed(step, args.steps),
+    }
+    for every in (100, 1):
+        def run(every: int = every) -> float:
+            with watch(model, optimizer=opt, every=every, graph=False):
+                return timed(step, args.steps)
+
+        ways[f"every {every}"] = run
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(args.rounds):
+        for name, way in ways.items():
+            times[name].append(way())
+
+    with watch(model, optimizer=opt, every=1) as w:
+        start = time.perf_counter()
+        step()
+        first = time.perf_counter() - start
+    assert w.graph() is not None
+
+    plain = statistics.median(times["plain"])
+    print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} threads; "
+          f"{args.rounds} rounds of {args.steps} steps each")
+    print(f"{'way':<10} {'ms/step':>9} {'ratio':>7}  per round (ms)")
+    for name, values in times.items():
+        median = statistics.median(values)
+        rounds = " ".join(f"{v * 1e3:.1f}" for v in values)
+        print(f"{name:<10} {median * 1e3:9.2f} {median / plain:7.3f}  {rounds}")
+    print(f"first logged step with its graph recorded: {first * 1e3:.1f} ms once ({first / plain:.1f} plain steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
