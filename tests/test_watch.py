@@ -380,3 +380,22 @@ def test_a_compiled_model_says_once_what_it_cannot_see():
     notes = [str(c.message) for c in caught if "graphviz-autograd" in str(c.message)]
     assert len(notes) == 1 and "torch.compile" in notes[0]
     assert w.steps == [0, 1, 2] and all(v > 0 for v in w.latest("grad_norm").values())
+
+
+def test_a_layer_that_dies_during_training_and_the_gradients_it_stops_are_found():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with watch(model, optimizer=opt, every=2) as w:
+        for step in range(12):
+            if step == 6:
+                with torch.no_grad():
+                    model.fc2.bias.fill_(-50.0)
+            model(torch.randn(16, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    messages = {(f.code, f.subject): f.message for f in w.findings()}
+    assert messages[("dead_units", "act#2")].startswith("act#2: 100% of its outputs are zero since step 6 (")
+    # Nothing reaches the layers before it: their gradients are zero from that step on.
+    zero = messages[("grad_norm_trend", "fc1.weight")]
+    assert "gradient of fc1.weight is zero since step 6" in zero

@@ -778,27 +778,42 @@ class Watcher:
         return []
 
     def _trend_findings(self, params: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
-        worst: dict[str, tuple[float, str, int, float, int, float]] = {}  # module -> (change, parameter, steps, values)
+        # module -> (change in decades, message), the largest change among its parameters; a gradient
+        # that fell to zero and stayed there is the largest of all.
+        worst: dict[str, tuple[float, str, str]] = {}
         for name, values in self.series("grad_norm").items():
-            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and v > 0 and math.isfinite(v)]
-            if len(measured) < 2:
+            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+            positive = [(step, v) for step, v in measured if v > 0]
+            if len(measured) < 2 or not positive:
                 continue
-            (first_step, first), (last_step, last) = measured[0], measured[-1]
-            change = math.log10(last / first)
             module = name.rpartition(".")[0]
-            if abs(change) > decades and abs(change) > abs(worst.get(module, (0.0,))[0]):
-                worst[module] = (change, name, first_step, first, last_step, last)
-        found = []
-        for module, (change, name, first_step, first, last_step, last) in worst.items():
-            how = "grew" if change > 0 else "shrank"
-            advice = "lower the learning rate or clip gradients" if change > 0 else "look for dying or saturating units before it"
-            found.append(Finding(
-                WARNING, GRAD_NORM_TREND,
-                f"{module or 'model'}: the gradient norm of {name} {how} by {abs(change):.1f} powers of ten, from "
-                f"{first:.3g} at step {first_step} to {last:.3g} at step {last_step}; {advice}.",
-                params.get(name, ()), name,
-            ))
-        return found
+            first_step, first = positive[0]
+            if measured[-1][1] == 0:
+                index = len(measured) - 1
+                while index > 0 and measured[index - 1][1] == 0:
+                    index -= 1
+                message = (
+                    f"{module or 'model'}: the gradient of {name} is zero since step {measured[index][0]} "
+                    f"({first:.3g} at step {first_step}): nothing reaches it any more; look for dead units after it."
+                )
+                change = -math.inf
+            else:
+                last_step, last = positive[-1]
+                change = math.log10(last / first)
+                if abs(change) <= decades:
+                    continue
+                how = "grew" if change > 0 else "shrank"
+                advice = "lower the learning rate or clip gradients" if change > 0 else "look for units that died or saturated (findings of their own)"
+                message = (
+                    f"{module or 'model'}: the gradient norm of {name} {how} by {abs(change):.1f} powers of ten, from "
+                    f"{first:.3g} at step {first_step} to {last:.3g} at step {last_step}; {advice}."
+                )
+            if abs(change) > abs(worst.get(module, (0.0, "", ""))[0]):
+                worst[module] = (change, name, message)
+        return [
+            Finding(WARNING, GRAD_NORM_TREND, message, params.get(name, ()), name)
+            for _, name, message in worst.values()
+        ]
 
     def _update_findings(self, params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
         low, high = UPDATE_RATIO_RANGE
