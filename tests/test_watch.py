@@ -399,3 +399,18 @@ def test_a_layer_that_dies_during_training_and_the_gradients_it_stops_are_found(
     # Nothing reaches the layers before it: their gradients are zero from that step on.
     zero = messages[("grad_norm_trend", "fc1.weight")]
     assert "gradient of fc1.weight is zero since step 6" in zero
+
+
+def test_histograms_count_a_sample_of_a_large_tensor_or_every_element():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256))
+    x = torch.randn(100, 64)
+    counts = {}
+    for sample in (4096, None):
+        with watch(model, every=1, histogram_sample=sample) as w:
+            model(x).sum().backward()
+            w.step()
+        counts[sample] = sum(w.logged_steps[0].histograms["activation"]["0"])
+    assert counts[None] == 100 * 256 and 4096 // 2 < counts[4096] <= 4096
+    with pytest.raises(OptionError, match="histogram_sample"):
+        watch(model, histogram_sample=0)

@@ -17,7 +17,9 @@ and the optimizer's step. On a logged step (steps 0, N, 2N, ...) it measures:
 - a histogram of each (``activation``, ``output_grad``, ``param``, ``grad``, ``update``)
   over fixed bins of the magnitude: :data:`HISTOGRAM_EDGES` are powers of ten from
   1e-8 to 1e4 in half decades (24 bins); smaller magnitudes, zero included, count in the
-  first bin, larger ones in the last, NaN in none.
+  first bin, larger ones in the last, NaN in none. A histogram counts an evenly spaced
+  sample of at most ``histogram_sample`` (4096) elements of its tensor (None: every
+  element): the statistics above count every element.
 
 Everything is reduced on the tensor's device, and a logged step moves its numbers to
 the host once (one vector, one ``tolist()``); no tensor is kept from one step to the
@@ -91,6 +93,8 @@ _BATCH_HISTOGRAMS = frozenset({"activation", "output_grad"})
 HISTOGRAM_LOW = -8.0
 HISTOGRAM_HIGH = 4.0
 HISTOGRAM_BINS = 24
+# Histograms count a sample of at most this many elements of each tensor (None: every element).
+DEFAULT_HISTOGRAM_SAMPLE = 4096
 HISTOGRAM_EDGES = tuple(HISTOGRAM_LOW + i * (HISTOGRAM_HIGH - HISTOGRAM_LOW) / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1))
 
 DEFAULT_EVERY = 10
@@ -129,6 +133,7 @@ class Watcher:
         histograms: bool = True,
         ranks: str = "reduce",
         graph: bool = True,
+        histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
     ):
         if not isinstance(model, torch.nn.Module):
             raise InputTypeError(f"watch() takes an nn.Module; got {type(model).__name__}. Pass the model being trained.")
@@ -140,6 +145,10 @@ class Watcher:
         for name, value, least in (("every", every, 1), ("keep", keep, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise OptionError(f"watch({name}=) must be a whole number of at least {least}; got {value!r}.")
+        if histogram_sample is not None and (isinstance(histogram_sample, bool) or not isinstance(histogram_sample, int) or histogram_sample < 1):
+            raise OptionError(
+                f"watch(histogram_sample=) must be a whole number of at least 1, or None for every element; got {histogram_sample!r}."
+            )
         if ranks not in RANKS:
             raise OptionError(f"watch(ranks=) must be 'reduce' (statistics over all ranks) or 'each'; got {ranks!r}.")
         # DistributedDataParallel runs the module it wraps: watch that, with its own names.
@@ -151,6 +160,7 @@ class Watcher:
         self.every = every
         self.keep = keep
         self.with_histograms = histograms
+        self.histogram_sample = histogram_sample
         self.ranks = ranks
         self.record_graph = graph
         self.step_count = 0  # training steps finished while watching
@@ -292,29 +302,34 @@ class Watcher:
         return hook
 
     def _measure_output(self, path: str, type_name: str, tensor: torch.Tensor) -> None:
-        # Few passes over the data: each statistic that can be read off another is.
+        # Reductions that vectorise, each one pass: the sum and the sum of squares (torch.std_mean
+        # takes a hundred times as long on a CPU), each unit's largest and smallest value (the
+        # largest magnitude and the units never active follow), the zero count.
         with torch.no_grad():
             x = tensor.detach().float()  # no copy when it is float32 already
             count = x.numel()
             if count == 0:
                 return
-            std, mean = torch.std_mean(x) if count > 1 else (torch.zeros((), device=x.device), x.mean())
-            magnitude = x.abs()
-            # Each unit's largest magnitude over the batch: the largest of all, and the units never active.
-            unit_max = magnitude.reshape(-1, x.shape[-1] if x.dim() > 1 else 1).amax(0)
+            flat = x.reshape(-1)
+            total = flat.sum()
+            mean = total / count
+            variance = (torch.dot(flat, flat) - total * mean) / max(count - 1, 1)
+            std = variance.clamp_min(0.0).sqrt()
+            units = x.reshape(-1, x.shape[-1] if x.dim() > 1 else 1)
+            unit_max, unit_min = units.amax(0), units.amin(0)
             add = self._pending.append
             add(("activation_mean", path, mean))
             add(("activation_std", path, std))
-            add(("activation_abs_max", path, unit_max.amax()))
+            add(("activation_abs_max", path, torch.maximum(unit_max.amax(), -unit_min.amin())))
             add(("activation_zero_fraction", path, 1.0 - torch.count_nonzero(x) / count))
-            add(("activation_dead_fraction", path, (unit_max == 0).float().mean()))
+            add(("activation_dead_fraction", path, ((unit_min == 0) & (unit_max == 0)).float().mean()))
             bounds = _BOUNDED.get(type_name)
             if bounds is not None:
                 low, high = bounds
                 margin = _NEAR_BOUND * (high - low)
                 add(("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean()))
             if self.with_histograms:
-                self._pending_histograms.append(("activation", path, _histogram(magnitude, in_place=True)))
+                self._pending_histograms.append(("activation", path, self._magnitudes(x)))
         if tensor.requires_grad:
             step = self.step_count
             tensor.register_hook(self._output_grad(path, step))
@@ -327,7 +342,7 @@ class Watcher:
                 g = grad.detach().float()
                 self._pending.append(("output_grad_norm", path, torch.linalg.vector_norm(g)))
                 if self.with_histograms:
-                    self._pending_histograms.append(("output_grad", path, _histogram(g.abs(), in_place=True)))
+                    self._pending_histograms.append(("output_grad", path, self._magnitudes(g)))
 
         return on_grad
 
@@ -349,7 +364,7 @@ class Watcher:
                 self._pending_histograms = [
                     item for item in self._pending_histograms if not (item[0] == "grad" and item[1] == name)
                 ]
-                self._pending_histograms.append(("grad", name, _histogram(g.abs(), in_place=True)))
+                self._pending_histograms.append(("grad", name, self._magnitudes(g)))
 
     def _copy_parameters(self) -> None:
         with torch.no_grad():
@@ -402,21 +417,13 @@ class Watcher:
         return list(norms)
 
     def _add_histograms(self, kind: str, names: list[str], tensors: Sequence[torch.Tensor]) -> None:
-        """A histogram of each tensor, from one concatenation (one pass of each op over them all)."""
-        if not self.with_histograms or not tensors:
-            return
-        if len({(t.device, t.dtype) for t in tensors}) > 1:
-            for name, tensor in zip(names, tensors):
-                self._pending_histograms.append((kind, name, _histogram(tensor.float().abs(), in_place=True)))
-            return
-        exponents = torch.cat([t.reshape(-1) for t in tensors]).float().abs_()
-        exponents = exponents.clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10_()
-        start = 0
-        for name, tensor in zip(names, tensors):
-            end = start + tensor.numel()
-            counts = torch.histc(exponents[start:end], bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
-            self._pending_histograms.append((kind, name, counts))
-            start = end
+        if self.with_histograms:
+            self._pending_histograms.extend((kind, name, self._magnitudes(t)) for name, t in zip(names, tensors))
+
+    def _magnitudes(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The magnitudes of a sample of ``tensor``, a copy of ours: counted when the step ends,
+        every histogram of the step at once (a few ops, not a few per histogram)."""
+        return _sample(tensor, self.histogram_sample).float().abs()
 
     # --- the end of a logged step: one transfer ---
 
@@ -430,7 +437,7 @@ class Watcher:
         if pending:
             parts.append(torch.stack([t.to(device, torch.float32) for _, _, t in pending]))
         if histograms:
-            parts.append(torch.cat([t.to(device, torch.float32) for _, _, t in histograms]))
+            parts.append(_histograms([t.to(device) for _, _, t in histograms]))
         flat = torch.cat(parts)
         reduced = self._across_ranks(flat, [(stat, key) for stat, key, _ in pending], [(k, n) for k, n, _ in histograms])
         numbers = reduced.tolist()  # the one move to the host of this step
@@ -854,6 +861,7 @@ def watch(
     histograms: bool = True,
     ranks: str = "reduce",
     graph: bool = True,
+    histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
 ) -> Watcher:
     """Watch ``model`` train inside ``with watch(model, optimizer=opt, every=10) as w:``.
 
@@ -865,7 +873,8 @@ def watch(
     ``w.overlay("grad_norm")`` colours :meth:`Watcher.graph` by a statistic, and
     ``w.to_dict()`` / ``w.save_json(path)`` give the record.
 
-    ``keep`` bounds the logged steps kept; ``histograms=False`` skips the histograms;
+    ``keep`` bounds the logged steps kept; ``histograms=False`` skips the histograms, and
+    ``histogram_sample`` is how many elements of each tensor they count at most (None: all);
     under torch.distributed, ``ranks='reduce'`` keeps statistics over all ranks and
     ``'each'`` each rank's own; ``graph=False`` records no graph at the first logged step.
     Leaving the ``with`` (also by an exception) removes every hook: the model is as it was.
@@ -878,7 +887,9 @@ def watch(
     >>> sorted(w.latest("activation_saturated_fraction"))
     ['1']
     """
-    return Watcher(model, optimizer, every, keep=keep, histograms=histograms, ranks=ranks, graph=graph)
+    return Watcher(
+        model, optimizer, every, keep=keep, histograms=histograms, ranks=ranks, graph=graph, histogram_sample=histogram_sample
+    )
 
 
 def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
@@ -944,11 +955,39 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
     return full_tensor() if callable(full_tensor) else tensor
 
 
-def _histogram(magnitude: torch.Tensor, in_place: bool = False) -> torch.Tensor:
-    """Counts of ``magnitude`` (non-negative) per bin of :data:`HISTOGRAM_EDGES`, on its device
-    (``in_place``: ``magnitude`` is a tensor of ours, overwritten)."""
-    clamped = magnitude.clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH) if in_place else magnitude.clamp(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH)
-    return torch.histc(clamped.log10_(), bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
+def _histograms(magnitudes: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The counts of each of ``magnitudes`` (float, non-negative, ours to overwrite) per bin of
+    :data:`HISTOGRAM_EDGES`, one histogram after another, in one flat tensor. NaN counts in no bin.
+
+    (One ``histc`` per histogram: on a CPU it is faster than binning every value at once
+    and adding them up with ``index_add_``, which was tried.)
+
+    >>> _histograms([torch.tensor([0.0, 1e-3, 1.0]), torch.tensor([float("nan"), 1e9])]).reshape(2, -1).sum(1).tolist()
+    [3.0, 1.0]
+    """
+    low, high = 10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH
+    return torch.cat([
+        torch.histc(t.clamp_(low, high).log10_(), bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH)
+        for t in magnitudes
+    ])
+
+
+def _sample(tensor: torch.Tensor, size: Optional[int]) -> torch.Tensor:
+    """At most about ``size`` elements of ``tensor``, evenly spaced, as a flat view (a copy only
+    of a tensor that is not contiguous): every k-th element, with k prime to the last dimension
+    so that every unit is sampled alike (``size`` None: every element).
+
+    >>> _sample(torch.arange(12.0).reshape(3, 4), 4).tolist()
+    [0.0, 3.0, 6.0, 9.0]
+    """
+    flat = tensor.reshape(-1)
+    if size is None or flat.numel() <= size:
+        return flat
+    step = -(-flat.numel() // size)
+    width = tensor.shape[-1] if tensor.dim() else 1
+    while math.gcd(step, width) != 1:
+        step += 1
+    return flat[::step]
 
 
 def _check_statistic(statistic: str) -> None:
