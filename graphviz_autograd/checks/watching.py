@@ -802,7 +802,7 @@ class Watcher:
                     index -= 1
                 message = (
                     f"{module or 'model'}: the gradient of {name} is zero since step {measured[index][0]} "
-                    f"({first:.3g} at step {first_step}): nothing reaches it any more; look for dead units after it."
+                    f"({first:.3g} at step {first_step}): no gradient reaches it any more; look for units that died before or after it."
                 )
                 change = -math.inf
             else:
