@@ -414,3 +414,16 @@ def test_histograms_count_a_sample_of_a_large_tensor_or_every_element():
     assert counts[None] == 100 * 256 and 4096 // 2 < counts[4096] <= 4096
     with pytest.raises(OptionError, match="histogram_sample"):
         watch(model, histogram_sample=0)
+
+
+def test_the_example_of_the_docs_finds_its_dying_layer(capsys):
+    import runpy
+    from pathlib import Path
+
+    example = runpy.run_path(str(Path(__file__).resolve().parent.parent / "examples" / "dying_layer.py"))
+    w = example["main"]()
+    printed = capsys.readouterr().out
+    assert printed.startswith("warning: [dead_units] 3: 100% of its outputs are zero since step 100")
+    assert {(f.code, f.subject) for f in w.findings()} >= {("dead_units", "3"), ("grad_norm_trend", "0.weight")}
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "watching.md").read_text(encoding="utf-8")
+    assert printed.splitlines()[0] in docs  # the docs show what it prints
