@@ -427,3 +427,25 @@ def test_the_example_of_the_docs_finds_its_dying_layer(capsys):
     assert {(f.code, f.subject) for f in w.findings()} >= {("dead_units", "3"), ("grad_norm_trend", "0.weight")}
     docs = (Path(__file__).resolve().parent.parent / "docs" / "watching.md").read_text(encoding="utf-8")
     assert printed.splitlines()[0] in docs  # the docs show what it prints
+
+
+def test_no_tensor_of_a_step_outlives_it_and_evaluation_is_not_measured():
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, optimizer=opt, every=1) as w:
+        out = model(torch.randn(4, 4))
+        output = weakref.ref(out)
+        out.sum().backward()
+        opt.step()
+        del out
+        gc.collect()
+        assert output() is None  # the watcher holds none of the step's tensors
+        model(torch.randn(4, 4)).sum().backward()
+        with torch.no_grad():
+            model(torch.full((4, 4), 1e6))  # an evaluation inside the step, after its backward
+        opt.step()
+    assert w.latest("activation_abs_max")["fc1"] < 1e3

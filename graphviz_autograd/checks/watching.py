@@ -264,7 +264,8 @@ class Watcher:
 
     def _entering(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
-            if _compiling() or not self._logging:
+            # Forward passes without gradients (evaluation between training steps) are not the step's.
+            if _compiling() or not self._logging or not torch.is_grad_enabled():
                 return
             if not name:  # the model's own call starts a forward pass (one per micro-batch): calls counted afresh
                 self._calls.restart()
@@ -283,7 +284,7 @@ class Watcher:
 
     def _leaving(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if _compiling() or not self._logging:
+            if _compiling() or not self._logging or not torch.is_grad_enabled():
                 return
             path = self._calls.current
             self._calls.leave(name)
