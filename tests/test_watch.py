@@ -449,3 +449,18 @@ def test_no_tensor_of_a_step_outlives_it_and_evaluation_is_not_measured():
             model(torch.full((4, 4), 1e6))  # an evaluation inside the step, after its backward
         opt.step()
     assert w.latest("activation_abs_max")["fc1"] < 1e3
+
+
+def test_with_several_backward_passes_a_step_keeps_the_accumulated_gradient():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, every=1) as w:
+        for _ in range(3):  # micro-batches
+            model(torch.randn(4, 4)).sum().backward()
+        accumulated = model.fc1.weight.grad.norm().item()
+        opt.step()
+        opt.zero_grad()
+        w.step()
+    assert w.latest("grad_norm")["fc1.weight"] == pytest.approx(accumulated, rel=1e-5)
+    assert w.module_calls == ["", "fc1", "act", "fc2", "act#2", "head"]  # each micro-batch counts calls afresh

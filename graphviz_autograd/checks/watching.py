@@ -357,15 +357,12 @@ class Watcher:
         return on_accumulated
 
     def _measure_grad(self, name: str, grad: torch.Tensor) -> None:
+        # Several backward passes in one step add entries of the same name: the step's end keeps
+        # the last, the gradient accumulated in full.
         with torch.no_grad():
             g = _whole(grad.detach()).float()
-            # The last gradient accumulated wins (several backward passes per step).
-            self._pending = [item for item in self._pending if not (item[0] == "grad_norm" and item[1] == name)]
             self._pending.append(("grad_norm", name, torch.linalg.vector_norm(g)))
             if self.with_histograms:
-                self._pending_histograms = [
-                    item for item in self._pending_histograms if not (item[0] == "grad" and item[1] == name)
-                ]
                 self._pending_histograms.append(("grad", name, self._magnitudes(g)))
 
     def _copy_parameters(self) -> None:
