@@ -72,6 +72,10 @@ class GraphTooBigError(GraphvizAutogradError, ValueError):
     """A graph is bigger than what is asked of it can take (the explorer page's node limit)."""
 
 
+class MissingExtraError(GraphvizAutogradError, ImportError):
+    """An optional library is needed (TensorBoard, Lightning, transformers) and is not installed."""
+
+
 def check_choice(name: str, value: object, choices: Collection[Any], shown: Optional[str] = None) -> None:
     """An OptionError unless ``value`` is one of ``choices``, in one sentence naming ``name``
     and the choices (``shown`` writes them, when they read better otherwise).

@@ -115,17 +115,9 @@ class Recorder:
         self._defined: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
         self._module_index = {info.path: i for i, info in enumerate(self._defined)}  # path -> place in _defined
         self._module_paths = frozenset(info.path for info in self._defined)
-        # The module calls running, innermost last: (module path, the path its ops are noted under).
-        self._stack: list[tuple[str, str]] = []
-        # A module called again within one call of its parent (a ReLU a block uses three
-        # times, a cell run at every step, an encoder applied to two inputs) is drawn once
-        # per call: its later calls are noted as modules of their own, 'path#2', 'path#3',
-        # so that a drawing never joins separate calls into one box with edges looping
-        # back into it. (parent's noted path, module path) -> calls so far:
-        self._calls: dict[tuple[str, str], int] = {}
-        # The noted path of each later call -> (module path, its place for sorting).
-        self._later_calls: dict[str, tuple[str, tuple]] = {}
+        self._calls = ModuleCalls(self._defined)
         self._modules: Optional[tuple[ModuleInfo, ...]] = None  # modules, once put together
+        self._modules_seen = 0  # the later calls _modules was put together with
         self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._fixed_reasons: dict[int, Reason] = {}  # id -> reason, for frozen parameters and buffers
         # id -> name of the model's inputs, parameters and buffers, while recording
@@ -152,8 +144,9 @@ class Recorder:
     def modules(self) -> tuple[ModuleInfo, ...]:
         """The model's modules (:class:`ModuleInfo`) in definition order, each later call
         of one right after the calls before it; empty when recording without a model."""
-        if self._modules is None:
-            self._modules = _with_later_calls(self._defined, self._module_index, self._later_calls)
+        if self._modules is None or self._modules_seen != len(self._calls.later_calls):
+            self._modules = _with_later_calls(self._defined, self._module_index, self._calls.later_calls)
+            self._modules_seen = len(self._calls.later_calls)
         return self._modules
 
     # --- what the walk asks ---
@@ -190,7 +183,7 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         if self._mode is not None:
             raise RuntimeError("This recorder is already recording; use a new record() for each forward pass.")
-        self._stack = []
+        self._calls.stack.clear()
         self._thread = threading.get_ident()
         if self.model is not None:
             self._fixed_reasons = _frozen_and_buffers(self.model)
@@ -223,7 +216,7 @@ class Recorder:
                 mode.__exit__(*exc_info)
         finally:
             self._remove_hooks()
-            self._stack = []
+            self._calls.stack.clear()
             self._fixed_reasons = {}
             self._frozen_names = {}
             self._names = {}
@@ -252,49 +245,22 @@ class Recorder:
     def _enter_module(self, name: str) -> Callable:
         def pre_hook(module: torch.nn.Module, args: Any) -> None:
             if not _compiling() and threading.get_ident() == self._thread:
-                self._stack.append((name, self._call_path(name)))
+                self._calls.enter(name)
 
         return pre_hook
-
-    def _call_path(self, name: str) -> str:
-        """The path the ops of this call of module ``name`` are noted under: ``name`` for
-        its first call within the running call of its parent, ``name#2``, ``name#3``
-        for the next ones; under a later call of the parent, the parent's path for
-        that call (``encoder#2.conv``). The model itself is always ''."""
-        if not name:
-            return name
-        parent, _, last = name.rpartition(".")
-        # The running call of the parent, innermost first; its first call when none runs
-        # (a module called from outside its parent's forward).
-        parent_call = next((called for path, called in reversed(self._stack) if path == parent), parent)
-        calls = self._calls[(parent_call, name)] = self._calls.get((parent_call, name), 0) + 1
-        path = f"{parent_call}.{last}" if parent_call else last
-        if calls > 1:
-            path = f"{path}{CALL_MARK}{calls}"
-            while path in self._module_paths:  # a module of the model already has that name
-                path = f"{path}{CALL_MARK}{calls}"
-        if path != name and path not in self._later_calls:
-            self._modules = None
-            index = self._module_index
-            parent_place = self._later_calls[parent_call][1] if parent_call in self._later_calls else _place(parent, index)
-            self._later_calls[path] = (name, parent_place + ((index.get(name, len(index)), calls),))
-        return path
 
     def _leave_module(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
             if _compiling() or threading.get_ident() != self._thread:
                 return
-            # Pop back to this module: a child whose forward raised popped nothing.
-            while self._stack:
-                if self._stack.pop()[0] == name:
-                    break
+            self._calls.leave(name)
 
         return hook
 
     @property
     def current_module(self) -> str:
         """The path the running call's ops are noted under ('' outside every module)."""
-        return self._stack[-1][1] if self._stack else ""
+        return self._calls.current
 
     # --- what the mode reports ---
 
@@ -465,6 +431,79 @@ class Recorder:
             return next((r for r in fixed if r[0] == FROZEN), fixed[0])
         name = next((self._names[id(t)] for t in inputs if id(t) in self._names), None)
         return None if name is None else (REQUIRES_GRAD_FALSE, f"from {name} (requires_grad=False)", module)
+
+
+class ModuleCalls:
+    """The path each call of a module is known by, as modules enter and leave.
+
+    A module called again within one call of its parent (a ReLU a block uses three
+    times, a cell run at every step, an encoder applied to two inputs) is drawn once
+    per call: its later calls are modules of their own, ``path#2``, ``path#3``, so
+    that a drawing never joins separate calls into one box with edges looping back
+    into it. :func:`record` names the ops of each call by it, and ``watch`` its
+    statistics, so that both agree on every name.
+
+    >>> calls = ModuleCalls((ModuleInfo("", "Net"), ModuleInfo("act", "ReLU")))
+    >>> calls.enter(""); calls.enter("act"); calls.leave("act"); calls.enter("act")
+    ''
+    'act'
+    'act#2'
+    """
+
+    def __init__(self, modules: tuple[ModuleInfo, ...]):
+        self.index = {info.path: i for i, info in enumerate(modules)}  # path -> place among the modules
+        self.paths = frozenset(self.index)
+        # The module calls running, innermost last: (module path, the path of this call).
+        self.stack: list[tuple[str, str]] = []
+        # (parent's call path, module path) -> calls so far
+        self.counts: dict[tuple[str, str], int] = {}
+        # The path of each later call -> (module path, its place for sorting).
+        self.later_calls: dict[str, tuple[str, tuple]] = {}
+
+    @property
+    def current(self) -> str:
+        """The path of the innermost running call ('' outside every module)."""
+        return self.stack[-1][1] if self.stack else ""
+
+    def enter(self, name: str) -> str:
+        """Module ``name`` starts a call: the path of that call, now the innermost."""
+        path = self.call_path(name)
+        self.stack.append((name, path))
+        return path
+
+    def leave(self, name: str) -> None:
+        """Module ``name`` ends its call: pop back to it (a child whose forward raised popped nothing)."""
+        while self.stack:
+            if self.stack.pop()[0] == name:
+                break
+
+    def restart(self) -> None:
+        """Count calls afresh (a new forward pass), keeping the later calls seen so far."""
+        self.stack.clear()
+        self.counts.clear()
+
+    def call_path(self, name: str) -> str:
+        """The path of this call of module ``name``: ``name`` for its first call within the
+        running call of its parent, ``name#2``, ``name#3`` for the next ones; under a
+        later call of the parent, the parent's path for that call (``encoder#2.conv``).
+        The model itself is always ''."""
+        if not name:
+            return name
+        parent, _, last = name.rpartition(".")
+        # The running call of the parent, innermost first; its first call when none runs
+        # (a module called from outside its parent's forward).
+        parent_call = next((called for path, called in reversed(self.stack) if path == parent), parent)
+        calls = self.counts[(parent_call, name)] = self.counts.get((parent_call, name), 0) + 1
+        path = f"{parent_call}.{last}" if parent_call else last
+        if calls > 1:
+            path = f"{path}{CALL_MARK}{calls}"
+            while path in self.paths:  # a module of the model already has that name
+                path = f"{path}{CALL_MARK}{calls}"
+        if path != name and path not in self.later_calls:
+            index = self.index
+            parent_place = self.later_calls[parent_call][1] if parent_call in self.later_calls else _place(parent, index)
+            self.later_calls[path] = (name, parent_place + ((index.get(name, len(index)), calls),))
+        return path
 
 
 class _RecordingMode(TorchFunctionMode):

@@ -41,6 +41,13 @@ GRAD_MISSING = "grad_missing"
 GRAD_ZERO = "grad_zero"
 GRAD_NORM_OUTLIER = "grad_norm_outlier"
 SAVED_MEMORY = "saved_memory"
+# Findings over time, from watch(): the step and the module are in the message.
+NONFINITE_SEEN = "nonfinite_seen"
+DEAD_UNITS = "dead_units"
+SATURATED = "saturated"
+GRAD_NORM_SPAN = "grad_norm_span"
+GRAD_NORM_TREND = "grad_norm_trend"
+UPDATE_RATIO = "update_ratio"
 
 CODES = (
     UNREGISTERED_LEAF,
@@ -52,6 +59,12 @@ CODES = (
     GRAD_ZERO,
     GRAD_NORM_OUTLIER,
     SAVED_MEMORY,
+    NONFINITE_SEEN,
+    DEAD_UNITS,
+    SATURATED,
+    GRAD_NORM_SPAN,
+    GRAD_NORM_TREND,
+    UPDATE_RATIO,
 )
 
 # Why a no_grad node carries no gradient (its ``note``, set by the forward recorder).
@@ -950,6 +963,12 @@ def given_overlays(
 
 __all__ = [
     "CODES",
+    "DEAD_UNITS",
+    "GRAD_NORM_SPAN",
+    "GRAD_NORM_TREND",
+    "NONFINITE_SEEN",
+    "SATURATED",
+    "UPDATE_RATIO",
     "ERROR",
     "Examination",
     "Finding",

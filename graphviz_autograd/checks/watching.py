@@ -1,0 +1,1050 @@
+"""Watch a model train: statistics per module call and per parameter, every N steps.
+
+``watch(model, optimizer=opt, every=10)`` hooks the model's modules, its parameters
+and the optimizer's step. On a logged step (steps 0, N, 2N, ...) it measures:
+
+- per module call (named as :func:`~graphviz_autograd.capture.recording.record` names
+  them: a module called twice is ``path`` and ``path#2``), on the first floating-point
+  tensor of its output: ``activation_mean``, ``activation_std``, ``activation_abs_max``,
+  ``activation_zero_fraction`` (elements exactly zero), ``activation_dead_fraction``
+  (units, along the last dimension, zero for every row of the batch),
+  ``activation_saturated_fraction`` (tanh and sigmoid modules only: outputs within 1% of
+  their bounds) and ``output_grad_norm`` (a tensor hook on that output, so in-place ops
+  after it do no harm, unlike ``register_full_backward_hook``);
+- per parameter: ``param_norm`` before the optimizer's step, ``grad_norm`` of the gradient it used, and
+  ``update_ratio``, the norm of the step's change over the norm before it (‖Δw‖/‖w‖),
+  from a copy of the parameters taken on logged steps only;
+- a histogram of each (``activation``, ``output_grad``, ``param``, ``grad``, ``update``)
+  over fixed bins of the magnitude: :data:`HISTOGRAM_EDGES` are powers of ten from
+  1e-8 to 1e4 in half decades (24 bins); smaller magnitudes, zero included, count in the
+  first bin, larger ones in the last, NaN in none. A histogram counts an evenly spaced
+  sample of at most ``histogram_sample`` (1024) elements of its tensor (None: every
+  element): the statistics above count every element.
+
+Everything is reduced on the tensor's device, and a logged step moves its numbers to
+the host once (one vector, one ``tolist()``); no tensor is kept from one step to the
+next. On other steps every hook returns at once. At most ``keep`` logged steps are
+kept: past that, every second one is dropped (the first stays), and from then on
+only every second logged step is kept, so the record spans the whole run at an even
+spacing; findings of NaN and Inf look at every logged step all the same.
+
+>>> import torch
+>>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+>>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+>>> with watch(model, optimizer=opt, every=2) as w:
+...     for _ in range(5):
+...         model(torch.randn(16, 4)).pow(2).mean().backward()
+...         opt.step(); opt.zero_grad()
+>>> w.steps, sorted(w.series("update_ratio"))
+([0, 2, 4], ['0.bias', '0.weight', '2.bias', '2.weight'])
+>>> [len(values) for values in w.series("activation_zero_fraction").values()]
+[3, 3, 3, 3]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+
+import torch
+
+from ..capture.naming import named_tensors
+from ..capture.recording import COMPILED_NOTE, ModuleCalls, Recorder, record
+from ..capture.walking import walk
+from .diagnosis import (
+    DEAD_UNITS,
+    ERROR,
+    GRAD_NORM_SPAN,
+    GRAD_NORM_TREND,
+    NONFINITE_SEEN,
+    SATURATED,
+    UPDATE_RATIO,
+    WARNING,
+    Finding,
+)
+from ..errors import InputTypeError, OptionError, OutputPathError
+from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, OP, OUTPUT, PARAMETER, AutogradGraph, ModuleInfo, module_of_call
+from ..views.overlays import Overlay
+
+# Statistics of a module call's output, and of a parameter.
+MODULE_STATISTICS = (
+    "activation_mean",
+    "activation_std",
+    "activation_abs_max",
+    "activation_zero_fraction",
+    "activation_dead_fraction",
+    "activation_saturated_fraction",
+    "output_grad_norm",
+)
+PARAMETER_STATISTICS = ("param_norm", "grad_norm", "update_ratio")
+STATISTICS = MODULE_STATISTICS + PARAMETER_STATISTICS
+HISTOGRAMS = ("activation", "output_grad", "param", "grad", "update")
+# Statistics that take the largest over ranks, not the mean.
+_LARGEST = frozenset({"activation_abs_max"})
+# Histograms of what each rank's own batch makes: their counts add up over ranks.
+_BATCH_HISTOGRAMS = frozenset({"activation", "output_grad"})
+
+# Histogram bins: log10 of the magnitude, -8 to 4 in half decades.
+HISTOGRAM_LOW = -8.0
+HISTOGRAM_HIGH = 4.0
+HISTOGRAM_BINS = 24
+# Histograms count a sample of at most this many elements of each tensor (None: every element).
+DEFAULT_HISTOGRAM_SAMPLE = 1024
+HISTOGRAM_EDGES = tuple(HISTOGRAM_LOW + i * (HISTOGRAM_HIGH - HISTOGRAM_LOW) / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1))
+
+DEFAULT_EVERY = 10
+DEFAULT_KEEP = 1000
+# Findings over time.
+DEFAULT_DECADES = 3.0  # a gradient norm changing by more powers of ten than this, across layers or steps
+DEAD_ZERO_FRACTION = 0.95  # outputs this much zero: the units have died
+SATURATED_FRACTION = 0.9  # tanh/sigmoid outputs this much at their bounds: saturated
+UPDATE_RATIO_RANGE = (1e-5, 1e-1)  # the usual range of ‖Δw‖/‖w‖ per step, around 1e-3
+# Module types whose outputs have bounds, and the bounds.
+_BOUNDED = {"Tanh": (-1.0, 1.0), "Sigmoid": (0.0, 1.0), "Hardtanh": (-1.0, 1.0), "Softsign": (-1.0, 1.0)}
+_NEAR_BOUND = 0.01  # within this share of the range from a bound
+RANKS = ("reduce", "each")
+
+_compiling = torch.compiler.is_compiling
+
+
+class LoggedStep(NamedTuple):
+    """What one logged step measured: ``values[statistic][module call or parameter]`` and
+    ``histograms[kind][module call or parameter]`` (counts per bin of :data:`HISTOGRAM_EDGES`)."""
+
+    step: int
+    values: dict[str, dict[str, float]]
+    histograms: dict[str, dict[str, tuple[int, ...]]]
+
+
+class Watcher:
+    """What :func:`watch` returns: hooks while inside ``with``, the record after it."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: Optional[torch.optim.Optimizer] = None,
+        every: int = DEFAULT_EVERY,
+        keep: int = DEFAULT_KEEP,
+        histograms: bool = True,
+        ranks: str = "reduce",
+        graph: bool = True,
+        histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
+    ):
+        if not isinstance(model, torch.nn.Module):
+            raise InputTypeError(f"watch() takes an nn.Module; got {type(model).__name__}. Pass the model being trained.")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise InputTypeError(
+                f"watch(optimizer=) takes a torch.optim.Optimizer; got {type(optimizer).__name__}. "
+                "Pass the optimizer whose step ends a training step, or none and call w.step()."
+            )
+        for name, value, least in (("every", every, 1), ("keep", keep, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise OptionError(f"watch({name}=) must be a whole number of at least {least}; got {value!r}.")
+        if histogram_sample is not None and (isinstance(histogram_sample, bool) or not isinstance(histogram_sample, int) or histogram_sample < 1):
+            raise OptionError(
+                f"watch(histogram_sample=) must be a whole number of at least 1, or None for every element; got {histogram_sample!r}."
+            )
+        if ranks not in RANKS:
+            raise OptionError(f"watch(ranks=) must be 'reduce' (statistics over all ranks) or 'each'; got {ranks!r}.")
+        # DistributedDataParallel runs the module it wraps: watch that, with its own names.
+        inner = getattr(model, "module", None)
+        if type(model).__name__ == "DistributedDataParallel" and isinstance(inner, torch.nn.Module):
+            model = inner
+        self.model = model
+        self.optimizer = optimizer
+        self.every = every
+        self.keep = keep
+        self.with_histograms = histograms
+        self.histogram_sample = histogram_sample
+        self.ranks = ranks
+        self.record_graph = graph
+        self.step_count = 0  # training steps finished while watching
+        self._log: list[LoggedStep] = []
+        self._stride = 1  # keep every this many logged steps (doubles each time the record is full)
+        self._logged = 0  # logged steps so far, kept or not
+        self._module_types: dict[str, str] = {name: type(m).__name__ for name, m in model.named_modules()}
+        # Modules holding parameters of their own: the layers a gradient crosses.
+        self._layers = frozenset(
+            name for name, m in model.named_modules() if any(True for _ in m.parameters(recurse=False))
+        )
+        self._calls = ModuleCalls(tuple(ModuleInfo(path, kind) for path, kind in self._module_types.items()))
+        self._call_order: dict[str, int] = {}  # module call path -> place of its first start
+        self._output_order: dict[str, int] = {}  # module call path -> place of its first output
+        self._hooks: list[Any] = []
+        self._inside = False
+        self._logging = False  # whether the running step is logged
+        self._pending: list[tuple[str, str, torch.Tensor]] = []  # (statistic, key, 0-dim tensor)
+        self._pending_histograms: list[tuple[str, str, torch.Tensor]] = []
+        self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
+        self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
+        self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
+        self._graph: Optional[AutogradGraph] = None
+        self._recorder: Optional[Recorder] = None
+        self._started = False  # whether the running logged step ran its first forward call
+        self._warned_compiled = False
+
+    # --- the context manager ---
+
+    def __enter__(self) -> "Watcher":
+        if self._inside:
+            raise RuntimeError("This watcher is already watching; use one watch() per training loop.")
+        self._inside = True
+        try:
+            self._attach()
+        except BaseException:
+            self._detach()
+            raise
+        self._start_step()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._detach()
+
+    def _attach(self) -> None:
+        for name, module in self.model.named_modules():
+            self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
+            self._hooks.append(module.register_forward_hook(self._leaving(name)))
+        if self.optimizer is not None:
+            self._hooks.append(self.optimizer.register_step_pre_hook(self._before_optimizer_step))
+            self._hooks.append(self.optimizer.register_step_post_hook(self._after_optimizer_step))
+        else:
+            for name, param in self.model.named_parameters():
+                if param.requires_grad:
+                    self._hooks.append(param.register_post_accumulate_grad_hook(self._accumulated(name)))
+
+    def _detach(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        if self._recorder is not None:
+            self._recorder.__exit__(None, None, None)
+            self._recorder = None
+        self._inside = False
+        self._logging = False
+        self._clear_step()
+
+    def _clear_step(self) -> None:
+        self._pending = []
+        self._pending_histograms = []
+        self._before = {}
+        self._started = False
+        self._calls.restart()
+
+    # --- steps ---
+
+    def step(self) -> None:
+        """End a training step: call it after ``optimizer.step()``. Not needed (and does
+        nothing) when ``watch`` was given the optimizer, whose step ends each step."""
+        if self.optimizer is not None or not self._inside:
+            return
+        if self._logging:
+            self._measure_parameters(read_grads=False)  # measured as they were accumulated
+            self._finish()
+        self._advance()
+
+    def _start_step(self) -> None:
+        self._logging = self.step_count % self.every == 0
+
+    def _advance(self) -> None:
+        self.step_count += 1
+        self._clear_step()
+        self._start_step()
+
+    def listen(self, listener: Callable[["Watcher", LoggedStep], None]) -> None:
+        """Call ``listener(watcher, logged_step)`` after each logged step (kept or not):
+        how the TensorBoard writer and the training callbacks log as training goes."""
+        self._listeners.append(listener)
+
+    # --- hooks ---
+
+    def _entering(self, name: str) -> Callable:
+        def pre_hook(module: torch.nn.Module, args: Any) -> None:
+            # Forward passes without gradients (evaluation between training steps) are not the step's.
+            if _compiling() or not self._logging or not torch.is_grad_enabled():
+                return
+            if not name:  # the model's own call starts a forward pass (one per micro-batch): calls counted afresh
+                self._calls.restart()
+            if not self._calls.stack and not self._started:
+                # The step's first outermost call: the model's own, or (Lightning runs its
+                # training_step) the outermost module it calls.
+                self._started = True
+                if self.optimizer is None:
+                    self._copy_parameters()
+                if self.record_graph and self._graph is None and self._recorder is None:
+                    self._recorder = record(self.model).__enter__()
+            path = self._calls.enter(name)
+            self._call_order.setdefault(path, len(self._call_order))
+
+        return pre_hook
+
+    def _leaving(self, name: str) -> Callable:
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if _compiling() or not self._logging or not torch.is_grad_enabled():
+                return
+            path = self._calls.current
+            self._calls.leave(name)
+            self._output_order.setdefault(path, len(self._output_order))
+            tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
+            if tensor is not None:
+                self._measure_output(path, self._module_types.get(name, ""), tensor)
+            if not self._calls.stack and self._recorder is not None:  # the outermost call ends
+                recorder, self._recorder = self._recorder, None
+                recorder.__exit__(None, None, None)
+                try:
+                    self._graph = walk(output, self.model, recorder=recorder)
+                except Exception:  # an output without a graph (no_grad): try the next logged step
+                    self._graph = None
+
+        return hook
+
+    def _measure_output(self, path: str, type_name: str, tensor: torch.Tensor) -> None:
+        # Reductions that vectorise, each one pass: the sum and the sum of squares (torch.std_mean
+        # takes a hundred times as long on a CPU), each unit's largest and smallest value (the
+        # largest magnitude and the units never active follow), the zero count.
+        with torch.no_grad():
+            x = tensor.detach().float()  # no copy when it is float32 already
+            count = x.numel()
+            if count == 0:
+                return
+            flat = x.reshape(-1)
+            total = flat.sum()
+            mean = total / count
+            variance = (torch.dot(flat, flat) - total * mean) / max(count - 1, 1)
+            std = variance.clamp_min(0.0).sqrt()
+            units = x.reshape(-1, x.shape[-1] if x.dim() > 1 else 1)
+            unit_max, unit_min = units.amax(0), units.amin(0)
+            add = self._pending.append
+            add(("activation_mean", path, mean))
+            add(("activation_std", path, std))
+            add(("activation_abs_max", path, torch.maximum(unit_max.amax(), -unit_min.amin())))
+            # |sign| sums the nonzero elements in one vectorised pass; count_nonzero branches per element.
+            add(("activation_zero_fraction", path, 1.0 - flat.sign().abs_().sum() / count))
+            add(("activation_dead_fraction", path, ((unit_min == 0) & (unit_max == 0)).float().mean()))
+            bounds = _BOUNDED.get(type_name)
+            if bounds is not None:
+                low, high = bounds
+                margin = _NEAR_BOUND * (high - low)
+                add(("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean()))
+            if self.with_histograms:
+                self._pending_histograms.append(("activation", path, self._magnitudes(x)))
+        if tensor.requires_grad:
+            step = self.step_count
+            tensor.register_hook(self._output_grad(path, step))
+
+    def _output_grad(self, path: str, step: int) -> Callable[[torch.Tensor], None]:
+        def on_grad(grad: torch.Tensor) -> None:
+            if step != self.step_count or not self._logging:  # a backward run after its step ended
+                return
+            with torch.no_grad():
+                g = grad.detach().float()
+                self._pending.append(("output_grad_norm", path, torch.linalg.vector_norm(g)))
+                if self.with_histograms:
+                    self._pending_histograms.append(("output_grad", path, self._magnitudes(g)))
+
+        return on_grad
+
+    def _accumulated(self, name: str) -> Callable[[torch.Tensor], None]:
+        def on_accumulated(param: torch.Tensor) -> None:
+            if _compiling() or not self._logging or param.grad is None:
+                return
+            self._measure_grad(name, param.grad)
+
+        return on_accumulated
+
+    def _measure_grad(self, name: str, grad: torch.Tensor) -> None:
+        # Several backward passes in one step add entries of the same name: the step's end keeps
+        # the last, the gradient accumulated in full.
+        with torch.no_grad():
+            g = _whole(grad.detach()).float()
+            self._pending.append(("grad_norm", name, torch.linalg.vector_norm(g)))
+            if self.with_histograms:
+                self._pending_histograms.append(("grad", name, self._magnitudes(g)))
+
+    def _copy_parameters(self) -> None:
+        with torch.no_grad():
+            for name, param in self.model.named_parameters():
+                if param.requires_grad:
+                    self._before[name] = _whole(param.detach()).clone()
+
+    def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._logging and self._inside:
+            self._copy_parameters()
+
+    def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not self._inside:
+            return
+        if self._logging:
+            self._measure_parameters(read_grads=True)
+            self._finish()
+        self._advance()
+
+    def _measure_parameters(self, read_grads: bool) -> None:
+        """Each parameter's norm before the step, its update's (``read_grads``: and its gradient's),
+        all parameters at once: a handful of multi-tensor ops, not a handful per parameter."""
+        named = [(name, param) for name, param in self.model.named_parameters() if param.requires_grad]
+        with torch.no_grad():
+            if read_grads:
+                # Read after the step: a step given a closure (as Lightning gives one) runs the
+                # forward and backward passes inside it. Optimizers leave .grad as it was.
+                grads = [(name, _whole(param.grad.detach())) for name, param in named if param.grad is not None]
+                self._add_norms("grad_norm", "grad", grads)
+            moved = [(name, _whole(param.detach()), self._before[name]) for name, param in named if name in self._before]
+            if not moved:
+                return
+            names = [name for name, _, _ in moved]
+            copies = [copy for _, _, copy in moved]
+            changes = torch._foreach_sub([now for _, now, _ in moved], copies)  # multi-tensor, as torch.optim's own steps
+            norms = self._add_norms("param_norm", "param", list(zip(names, copies)))
+            change_norms = torch._foreach_norm(changes)
+            for name, norm, change in zip(names, norms, change_norms):
+                self._pending.append(("update_ratio", name, change.float() / norm.float()))
+            self._add_histograms("update", names, changes)
+
+    def _add_norms(self, statistic: str, kind: str, named: list[tuple[str, torch.Tensor]]) -> list[torch.Tensor]:
+        """The norm of each tensor as ``statistic``, and its histogram as ``kind``; returns the norms."""
+        if not named:
+            return []
+        tensors = [tensor for _, tensor in named]
+        norms = torch._foreach_norm(tensors)
+        self._pending.extend((statistic, name, norm) for (name, _), norm in zip(named, norms))
+        self._add_histograms(kind, [name for name, _ in named], tensors)
+        return list(norms)
+
+    def _add_histograms(self, kind: str, names: list[str], tensors: Sequence[torch.Tensor]) -> None:
+        if self.with_histograms:
+            self._pending_histograms.extend((kind, name, self._magnitudes(t)) for name, t in zip(names, tensors))
+
+    def _magnitudes(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The magnitudes of a sample of ``tensor``, a copy of ours: counted when the step ends,
+        every histogram of the step at once (a few ops, not a few per histogram)."""
+        return _sample(tensor, self.histogram_sample).float().abs()
+
+    # --- the end of a logged step: one transfer ---
+
+    def _finish(self) -> None:
+        pending, histograms = self._pending, self._pending_histograms
+        self._pending, self._pending_histograms, self._before = [], [], {}
+        if not pending and not histograms:
+            return
+        device = (pending[0][2] if pending else histograms[0][2]).device
+        parts = []
+        if pending:
+            parts.append(torch.stack([t.to(device, torch.float32) for _, _, t in pending]))
+        if histograms:
+            parts.append(_histograms([t.to(device) for _, _, t in histograms]))
+        flat = torch.cat(parts)
+        reduced = self._across_ranks(flat, [(stat, key) for stat, key, _ in pending], [(k, n) for k, n, _ in histograms])
+        numbers = reduced.tolist()  # the one move to the host of this step
+        values: dict[str, dict[str, float]] = {}
+        for (stat, key, _), number in zip(pending, numbers):
+            values.setdefault(stat, {})[key] = number
+        counts: dict[str, dict[str, tuple[int, ...]]] = {}
+        offset = len(pending)
+        for kind, key, _ in histograms:
+            counts.setdefault(kind, {})[key] = tuple(int(round(c)) for c in numbers[offset : offset + HISTOGRAM_BINS])
+            offset += HISTOGRAM_BINS
+        logged = LoggedStep(self.step_count, values, counts)
+        self._note_nonfinite(logged)
+        self._note_unseen(values)
+        if self._logged % self._stride == 0:
+            self._log.append(logged)
+            if len(self._log) > self.keep:
+                self._log = self._log[::2]
+                self._stride *= 2
+        self._logged += 1
+        for listener in self._listeners:
+            listener(self, logged)
+
+    def _across_ranks(self, flat: torch.Tensor, keys: list[tuple[str, str]], histogram_keys: list[tuple[str, str]]) -> torch.Tensor:
+        """Under torch.distributed with ``ranks='reduce'``: means over ranks (largest values'
+        largest, histograms' sums), when every rank measured the same things."""
+        distributed = torch.distributed
+        if self.ranks != "reduce" or not distributed.is_available() or not distributed.is_initialized():
+            return flat
+        world = distributed.get_world_size()
+        if world == 1:
+            return flat
+        # Every rank must hold the same layout; a different one (a module skipped on one rank) keeps each rank's own.
+        layout = torch.tensor([float(len(flat)), float(_layout_hash(keys, histogram_keys))], dtype=torch.float64)
+        low, high = layout.clone(), layout.clone()
+        backend_device = flat.device if distributed.get_backend() != "gloo" else torch.device("cpu")
+        low, high = low.to(backend_device), high.to(backend_device)
+        distributed.all_reduce(low, op=distributed.ReduceOp.MIN)
+        distributed.all_reduce(high, op=distributed.ReduceOp.MAX)
+        if not torch.equal(low, high):
+            warnings.warn(
+                "graphviz-autograd: watch() found ranks that measured different modules at one step; "
+                "each rank keeps its own statistics for it.",
+                stacklevel=3,
+            )
+            return flat
+        largest = torch.tensor([stat in _LARGEST for stat, _ in keys] + [False] * (len(flat) - len(keys)))
+        # Scalars and the histograms of parameters (the same on every rank, or gathered whole) are
+        # averaged; histograms of activations and their gradients count every rank's batch: summed.
+        summed_counts = [False] * len(keys)
+        for kind, _ in histogram_keys:
+            summed_counts.extend([kind in _BATCH_HISTOGRAMS] * HISTOGRAM_BINS)
+        data = flat.to(backend_device)
+        largest = largest.to(backend_device)
+        summed = torch.where(largest, torch.zeros_like(data), data)
+        biggest = torch.where(largest, data, torch.full_like(data, -math.inf))
+        distributed.all_reduce(summed)
+        distributed.all_reduce(biggest, op=distributed.ReduceOp.MAX)
+        averaged = torch.where(torch.tensor(summed_counts, device=backend_device), summed, summed / world)
+        return torch.where(largest, biggest, averaged).to(flat.device)
+
+    def _note_nonfinite(self, logged: LoggedStep) -> None:
+        for stat in ("activation_abs_max", "output_grad_norm", "param_norm", "grad_norm"):
+            if stat in self._nonfinite:
+                continue
+            keys = [key for key, value in logged.values.get(stat, {}).items() if not math.isfinite(value)]
+            if keys:
+                self._nonfinite[stat] = (logged.step, keys)
+
+    def _note_unseen(self, values: Mapping[str, Mapping[str, float]]) -> None:
+        seen = values.get("activation_mean", {})
+        inner = len(self._module_types) > 1 and not any(key for key in seen)
+        if inner and values.get("grad_norm") and not self._warned_compiled:
+            self._warned_compiled = True
+            warnings.warn(
+                "graphviz-autograd: watch() does not see inside torch.compile'd code: no statistics of the "
+                "modules it runs, only of the parameters (and of the compiled model's output); watch the model "
+                f"uncompiled to see them. ({COMPILED_NOTE})",
+                stacklevel=4,
+            )
+
+    # --- the record ---
+
+    @property
+    def steps(self) -> list[int]:
+        """The logged steps kept, in order."""
+        return [logged.step for logged in self._log]
+
+    @property
+    def logged_steps(self) -> list[LoggedStep]:
+        """Every logged step kept (see :class:`LoggedStep`)."""
+        return list(self._log)
+
+    @property
+    def module_calls(self) -> list[str]:
+        """The module calls seen, in the order they first started ('' is the model itself)."""
+        return sorted(self._call_order, key=self._call_order.__getitem__)
+
+    def series(self, statistic: str) -> dict[str, list[Optional[float]]]:
+        """``statistic`` per module call or parameter: its value at each kept step (None where not measured)."""
+        _check_statistic(statistic)
+        keys: dict[str, None] = {}
+        for logged in self._log:
+            keys.update(dict.fromkeys(logged.values.get(statistic, {})))
+        return {key: [logged.values.get(statistic, {}).get(key) for logged in self._log] for key in keys}
+
+    def latest(self, statistic: str, step: Optional[int] = None) -> dict[str, float]:
+        """``statistic`` per module call or parameter at logged ``step`` (the last one kept by default)."""
+        _check_statistic(statistic)
+        return dict(self._logged_step(step).values.get(statistic, {}))
+
+    def _logged_step(self, step: Optional[int]) -> LoggedStep:
+        if not self._log:
+            raise OptionError("This watcher has logged no step yet: train inside 'with watch(...)' first.")
+        if step is None:
+            return self._log[-1]
+        for logged in self._log:
+            if logged.step == step:
+                return logged
+        raise OptionError(f"step {step!r} was not logged or not kept; the kept steps are {_steps_text(self.steps)}.")
+
+    def graph(self) -> AutogradGraph:
+        """The graph of the first logged step's forward pass, walked with ``record`` (module
+        calls named as the statistics are): what :meth:`overlay` colours by default. Another
+        graph of one step works as well: ``walk(loss, model, recorder=rec)`` from ``record(model)``."""
+        if self._graph is None:
+            raise OptionError(
+                "This watcher has no graph: no logged step ran a forward pass with gradients while watched "
+                "with graph=True. Record one yourself: with record(model) as rec: loss = ...; "
+                "graph = walk(loss, model, recorder=rec); then w.overlay(statistic, graph=graph)."
+            )
+        return self._graph
+
+    def overlay(self, statistic: str, step: Optional[int] = None, graph: Optional[AutogradGraph] = None) -> Overlay:
+        """``statistic`` at logged ``step`` (the last by default) as an overlay of ``graph``
+        (:meth:`graph` by default): ``make_dot(w.graph(), overlays=[w.overlay("grad_norm")])``.
+        A module call's statistic colours the ops that make its output (and so its box);
+        a parameter's, the parameter and its AccumulateGrad. Signed means are drawn as
+        their magnitude; values roll up onto modules by their largest."""
+        _check_statistic(statistic)
+        logged = self._logged_step(step)
+        graph = graph if graph is not None else self.graph()
+        values: dict[str, float] = {}
+        tooltips: dict[str, str] = {}
+        measured = logged.values.get(statistic, {})
+        title = statistic.replace("_", " ")
+        if statistic in MODULE_STATISTICS:
+            outputs = module_output_nodes(graph)
+            for path, value in measured.items():
+                for node_id in outputs.get(path, ()):
+                    # One op can make the output of nested calls (a Sequential's last layer's is its own).
+                    values[node_id] = max(values.get(node_id, abs(value)), abs(value))
+                    line = f"{path or 'model'}: {title} {value:.3g} at step {logged.step}"
+                    tooltips[node_id] = f"{tooltips[node_id]}\n{line}" if node_id in tooltips else line
+        else:
+            targets = parameter_nodes(graph)
+            for name, value in measured.items():
+                for node_id in targets.get(name, ()):
+                    values[node_id] = value
+                    tooltips[node_id] = f"{name}: {title} {value:.3g} at step {logged.step}"
+        if statistic == "activation_mean":
+            title = "|activation mean|"
+        return Overlay(
+            statistic, f"{title} (step {logged.step})", values, rollup="max", scale="log", tooltips=tooltips,
+            nonfinite=f"{title} NaN/Inf", domain=tuple(abs(v) for v in measured.values()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain data for JSON: steps, each statistic and histogram as series per
+        module call or parameter (NaN and infinities as the strings ``"nan"``, ``"inf"``,
+        ``"-inf"``; None where not measured), the histogram edges, and what NaN/Inf was first seen."""
+        steps = self.steps
+        statistics_data = {stat: _jsonable(self.series(stat)) for stat in STATISTICS if any(stat in s.values for s in self._log)}
+        histogram_data: dict[str, dict[str, list[Optional[list[int]]]]] = {}
+        for kind in HISTOGRAMS:
+            keys: dict[str, None] = {}
+            for logged in self._log:
+                keys.update(dict.fromkeys(logged.histograms.get(kind, {})))
+            if keys:
+                histogram_data[kind] = {
+                    key: [list(c) if (c := logged.histograms.get(kind, {}).get(key)) is not None else None for logged in self._log]
+                    for key in keys
+                }
+        modules = [{"path": path, "type": self._module_types.get(module_of_call(path), "")} for path in self.module_calls]
+        return {
+            "every": self.every,
+            "kept_every": self.every * self._stride,
+            "steps": steps,
+            "modules": modules,
+            "parameters": [name for name, p in self.model.named_parameters() if p.requires_grad],
+            "statistics": statistics_data,
+            "histogram_edges": list(HISTOGRAM_EDGES),
+            "histogram_of": "log10 of the magnitude",
+            "histograms": histogram_data,
+            "nonfinite": {stat: {"step": step, "where": keys} for stat, (step, keys) in self._nonfinite.items()},
+            "ranks": self.ranks,
+            "world_size": _world_size(),
+        }
+
+    def save_json(self, path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
+        """Write :meth:`to_dict` as JSON to ``path``, atomically (a file written beside it, then
+        renamed). Under torch.distributed only rank 0 writes (``ranks='reduce'``: the statistics
+        over all ranks); with ``ranks='each'`` every rank must call it, and rank 0 writes every
+        rank's record in one file, under ``"ranks"``. Returns the path written, or None on other ranks."""
+        import json
+
+        data = self.to_dict()
+        rank = _rank()
+        if self.ranks == "each" and _world_size() > 1:
+            gathered: list[Any] = [None] * _world_size()
+            torch.distributed.all_gather_object(gathered, data)
+            data = {"ranks": gathered, "world_size": _world_size()}
+        if rank != 0:
+            return None
+        target = Path(path)
+        if not target.parent.is_dir():
+            raise OutputPathError(f"save_json() cannot write {str(target)!r}: its folder does not exist; create it first.")
+        text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                file.write(text)
+            os.replace(temporary, target)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+        return target
+
+    # --- findings over time ---
+
+    def findings(self, graph: Optional[AutogradGraph] = None, decades: float = DEFAULT_DECADES) -> list[Finding]:
+        """What the record says about training, as :func:`~graphviz_autograd.checks.diagnosis.check`
+        says it: NaN/Inf first seen, dying units, saturated tanh/sigmoid outputs, a gradient
+        norm that spans more than ``decades`` powers of ten across layers or changes by more
+        across steps, update ratios outside :data:`UPDATE_RATIO_RANGE`. Each message names the
+        module or parameter and the step. With ``graph`` (or :meth:`graph`, when there is
+        one), ``nodes`` holds the ids each finding points at."""
+        if graph is None:
+            graph = self._graph
+        outputs = module_output_nodes(graph) if graph is not None else {}
+        params = parameter_nodes(graph) if graph is not None else {}
+        found = (
+            self._nonfinite_findings(outputs, params)
+            + self._dead_findings(outputs)
+            + self._saturated_findings(outputs)
+            + self._span_findings(outputs, decades)
+            + self._trend_findings(params, decades)
+            + self._update_findings(params)
+        )
+        return sorted(found, key=lambda f: f.severity != ERROR)
+
+    def _nonfinite_findings(self, outputs: Mapping[str, tuple[str, ...]], params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+        found = []
+        for stat, (step, keys) in self._nonfinite.items():
+            is_module = stat in MODULE_STATISTICS
+            # The first output made holding NaN/Inf: where it started (a model's own output comes last).
+            ordered = sorted(keys, key=lambda k: self._output_order.get(k, 0)) if is_module else keys
+            if stat == "output_grad_norm":  # the backward pass meets the last module first
+                ordered.reverse()
+            first = ordered[0]
+            more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
+            what = {
+                "activation_abs_max": "in the output of module",
+                "output_grad_norm": "in the gradient of the output of module",
+                "param_norm": "in parameter",
+                "grad_norm": "in the gradient of parameter",
+            }[stat]
+            name = first or "model"
+            found.append(Finding(
+                ERROR, NONFINITE_SEEN,
+                f"{name}: NaN/Inf first seen at step {step}, {what} {name!r}{more}; look at what it computes "
+                "(a division, log or exp) and at the learning rate before that step.",
+                (outputs if is_module else params).get(first, ()), first,
+            ))
+        return found
+
+    def _first_crossing(self, statistic: str, threshold: float) -> list[tuple[str, int, float, float, int]]:
+        """(key, first kept step at or above ``threshold`` and still there at the last, value then, value
+        at the first step, place) for each module call whose ``statistic`` ends at or above it."""
+        crossings = []
+        for key, values in self.series(statistic).items():
+            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+            if not measured or measured[-1][1] < threshold:
+                continue
+            index = len(measured) - 1
+            while index > 0 and measured[index - 1][1] >= threshold:
+                index -= 1
+            step, value = measured[index]
+            crossings.append((key, step, value, measured[0][1], self._call_order.get(key, 0)))
+        crossings.sort(key=lambda c: c[4])
+        # A module whose output is one of its children's (a Sequential ending in the ReLU) adds nothing.
+        return [c for c in crossings if not any(o[0].startswith(c[0] + ".") and o[1:4] == c[1:4] for o in crossings if o is not c)]
+
+    def _dead_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+        found = []
+        dead_units = {k: v for k, v in self.latest("activation_dead_fraction").items()} if self._log else {}
+        for key, step, value, first, _ in self._first_crossing("activation_zero_fraction", DEAD_ZERO_FRACTION):
+            since = "from the first logged step" if step == self.steps[0] else f"since step {step} ({first:.0%} at step {self.steps[0]})"
+            units = dead_units.get(key)
+            unit_text = f", {units:.0%} of its units zero for every input" if units is not None else ""
+            found.append(Finding(
+                WARNING, DEAD_UNITS,
+                f"{key or 'model'}: {value:.0%} of its outputs are zero {since}{unit_text}: its units have died and "
+                "pass no gradient; look at the bias and initialisation of the layer before it, or lower the learning rate.",
+                outputs.get(key, ()), key,
+            ))
+        return found
+
+    def _saturated_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+        found = []
+        for key, step, value, first, _ in self._first_crossing("activation_saturated_fraction", SATURATED_FRACTION):
+            since = "from the first logged step" if step == self.steps[0] else f"since step {step} ({first:.0%} at step {self.steps[0]})"
+            kind = self._module_types.get(module_of_call(key), "")
+            found.append(Finding(
+                WARNING, SATURATED,
+                f"{key}: {value:.0%} of its {kind} outputs sit at their bounds {since}: saturated units pass almost no "
+                "gradient; scale down the inputs to it (a normalisation before it, a smaller initialisation).",
+                outputs.get(key, ()), key,
+            ))
+        return found
+
+    def _span_findings(self, outputs: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
+        for logged in self._log:
+            norms = {
+                path: value for path, value in logged.values.get("output_grad_norm", {}).items()
+                if module_of_call(path) in self._layers and value > 0 and math.isfinite(value)
+            }
+            if len(norms) < 2:
+                continue
+            largest = max(norms, key=norms.__getitem__)
+            smallest = min(norms, key=norms.__getitem__)
+            span = math.log10(norms[largest] / norms[smallest])
+            if span <= decades:
+                continue
+            earlier = self._call_order.get(smallest, 0) < self._call_order.get(largest, 0)
+            how = "shrinks toward the input" if earlier else "grows toward the input"
+            return [Finding(
+                WARNING, GRAD_NORM_SPAN,
+                f"{smallest}: at step {logged.step} the gradient of its output has norm {norms[smallest]:.3g}, "
+                f"{span:.1f} powers of ten below {largest} ({norms[largest]:.3g}): the gradient {how}; "
+                "look for a saturating or dying layer between them, or add normalisation or residual paths.",
+                outputs.get(smallest, ()) + outputs.get(largest, ()), smallest,
+            )]
+        return []
+
+    def _trend_findings(self, params: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
+        # module -> (change in decades, message), the largest change among its parameters; a gradient
+        # that fell to zero and stayed there is the largest of all.
+        worst: dict[str, tuple[float, str, str]] = {}
+        for name, values in self.series("grad_norm").items():
+            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+            positive = [(step, v) for step, v in measured if v > 0]
+            if len(measured) < 2 or not positive:
+                continue
+            module = name.rpartition(".")[0]
+            first_step, first = positive[0]
+            if measured[-1][1] == 0:
+                index = len(measured) - 1
+                while index > 0 and measured[index - 1][1] == 0:
+                    index -= 1
+                message = (
+                    f"{module or 'model'}: the gradient of {name} is zero since step {measured[index][0]} "
+                    f"({first:.3g} at step {first_step}): no gradient reaches it any more; look for units that died before or after it."
+                )
+                change = -math.inf
+            else:
+                last_step, last = positive[-1]
+                change = math.log10(last / first)
+                if abs(change) <= decades:
+                    continue
+                how = "grew" if change > 0 else "shrank"
+                advice = "lower the learning rate or clip gradients" if change > 0 else "look for units that died or saturated (findings of their own)"
+                message = (
+                    f"{module or 'model'}: the gradient norm of {name} {how} by {abs(change):.1f} powers of ten, from "
+                    f"{first:.3g} at step {first_step} to {last:.3g} at step {last_step}; {advice}."
+                )
+            if abs(change) > abs(worst.get(module, (0.0, "", ""))[0]):
+                worst[module] = (change, name, message)
+        return [
+            Finding(WARNING, GRAD_NORM_TREND, message, params.get(name, ()), name)
+            for _, name, message in worst.values()
+        ]
+
+    def _update_findings(self, params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+        low, high = UPDATE_RATIO_RANGE
+        shapes = {name: p.dim() for name, p in self.model.named_parameters()}
+        grads = self.series("grad_norm")
+        found = []
+        for name, values in self.series("update_ratio").items():
+            if shapes.get(name, 0) < 2:  # biases and norms' scales start at 0 or 1: the rule is for weights
+                continue
+            # A step that did not move a parameter with a gradient counts (the learning rate is too
+            # small to change its float32 values, or the optimizer does not hold it); one without, not.
+            moved = grads.get(name, [None] * len(values))
+            measured = [
+                (self._log[i].step, v) for i, v in enumerate(values)
+                if v is not None and math.isfinite(v) and (v > 0 or (moved[i] or 0.0) > 0)
+            ]
+            if not measured:
+                continue
+            median = statistics.median(v for _, v in measured)
+            if low <= median <= high:
+                continue
+            what = "barely changes: raise its learning rate" if median < low else "changes too fast to settle: lower its learning rate"
+            found.append(Finding(
+                WARNING, UPDATE_RATIO,
+                f"{name.rpartition('.')[0] or 'model'}: {name} changes by {median:.2g} of its norm per step (median "
+                f"over steps {measured[0][0]}..{measured[-1][0]}), outside the usual {low:g}..{high:g} (about 1e-3): it {what}.",
+                params.get(name, ()), name,
+            ))
+        return found
+
+
+def watch(
+    model: torch.nn.Module,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+    every: int = DEFAULT_EVERY,
+    *,
+    keep: int = DEFAULT_KEEP,
+    histograms: bool = True,
+    ranks: str = "reduce",
+    graph: bool = True,
+    histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
+) -> Watcher:
+    """Watch ``model`` train inside ``with watch(model, optimizer=opt, every=10) as w:``.
+
+    Each ``every``-th training step (0, ``every``, ...) is logged: statistics of each
+    module call's output and its gradient, of each parameter, its gradient and its
+    update (see :mod:`graphviz_autograd.checks.watching`). A step ends at
+    ``optimizer.step()`` when the optimizer is given, else at ``w.step()`` (call it after
+    the optimizer's step). Then ``w.findings()`` says what went wrong and when,
+    ``w.overlay("grad_norm")`` colours :meth:`Watcher.graph` by a statistic, and
+    ``w.to_dict()`` / ``w.save_json(path)`` give the record.
+
+    ``keep`` bounds the logged steps kept; ``histograms=False`` skips the histograms, and
+    ``histogram_sample`` is how many elements of each tensor they count at most (None: all);
+    under torch.distributed, ``ranks='reduce'`` keeps statistics over all ranks and
+    ``'each'`` each rank's own; ``graph=False`` records no graph at the first logged step.
+    Leaving the ``with`` (also by an exception) removes every hook: the model is as it was.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh())
+    >>> with watch(model, every=1) as w:
+    ...     model(torch.randn(3, 2)).sum().backward()
+    ...     w.step()
+    >>> sorted(w.latest("activation_saturated_fraction"))
+    ['1']
+    """
+    return Watcher(
+        model, optimizer, every, keep=keep, histograms=histograms, ranks=ranks, graph=graph, histogram_sample=histogram_sample
+    )
+
+
+def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
+    """The op nodes that make each module call's output: those inside the call whose result
+    leaves it (read by an op outside it, or an output of the walk). '' is the model itself.
+
+    >>> import torch
+    >>> from graphviz_autograd import record, walk
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    >>> with record(model) as rec:
+    ...     out = model(torch.ones(1, 2))
+    >>> graph = walk(out, model, recorder=rec)
+    >>> {path: [graph.node(i).label for i in ids] for path, ids in module_output_nodes(graph).items()}
+    {'0': ['AddmmBackward0'], '1': ['ReluBackward0'], '': ['ReluBackward0']}
+    """
+    nodes = {node.id: node for node in graph.nodes}
+    found: dict[str, list[str]] = {}
+    for edge in graph.edges:
+        if edge.kind != DATA:
+            continue
+        source, target = nodes.get(edge.source), nodes.get(edge.target)
+        if source is None or target is None or source.kind != OP:
+            continue
+        inside_target = set(_calls_around(target.module)) if target.kind != OUTPUT else set()
+        for path in _calls_around(source.module):
+            if path not in inside_target:
+                ids = found.setdefault(path, [])
+                if source.id not in ids:
+                    ids.append(source.id)
+        if target.kind == OUTPUT:
+            ids = found.setdefault("", [])
+            if source.id not in ids:
+                ids.append(source.id)
+    return {path: tuple(ids) for path, ids in found.items()}
+
+
+def parameter_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
+    """Each parameter's node and its AccumulateGrad in ``graph``, by the parameter's name."""
+    kinds = {node.id: node.kind for node in graph.nodes}
+    accumulator: dict[str, str] = {}
+    for edge in graph.edges:
+        if edge.kind == DATA and kinds.get(edge.target) == ACCUMULATE_GRAD:
+            accumulator.setdefault(edge.source, edge.target)
+    found: dict[str, tuple[str, ...]] = {}
+    for node in graph.nodes:
+        if node.kind == PARAMETER and node.label not in found:
+            found[node.label] = (node.id, accumulator[node.id]) if node.id in accumulator else (node.id,)
+    return found
+
+
+def _calls_around(path: str) -> list[str]:
+    """The module calls a node of call ``path`` is inside, outermost first ('' left out)."""
+    if not path:
+        return []
+    parts = path.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A parameter or gradient whole: a DTensor (sharded by FSDP2's ``fully_shard``) is gathered
+    from every rank (each rank runs this in the same order, at the same logged steps)."""
+    full_tensor = getattr(tensor, "full_tensor", None)
+    return full_tensor() if callable(full_tensor) else tensor
+
+
+def _histograms(magnitudes: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The counts of each of ``magnitudes`` (float, non-negative) per bin of
+    :data:`HISTOGRAM_EDGES`, one histogram after another, in one flat tensor. NaN counts in no bin.
+
+    The logarithm is taken of all at once; then one ``histc`` per histogram (on a CPU that
+    is faster than binning every value at once and adding them up with ``index_add_``).
+
+    >>> _histograms([torch.tensor([0.0, 1e-3, 1.0]), torch.tensor([float("nan"), 1e9])]).reshape(2, -1).sum(1).tolist()
+    [3.0, 1.0]
+    """
+    exponents = torch.cat(list(magnitudes)).clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10_()
+    counts = []
+    start = 0
+    for t in magnitudes:
+        end = start + t.numel()
+        counts.append(torch.histc(exponents[start:end], bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH))
+        start = end
+    return torch.cat(counts)
+
+
+def _sample(tensor: torch.Tensor, size: Optional[int]) -> torch.Tensor:
+    """At most about ``size`` elements of ``tensor``, evenly spaced, as a flat view (a copy only
+    of a tensor that is not contiguous): every k-th element, with k prime to the last dimension
+    so that every unit is sampled alike (``size`` None: every element).
+
+    >>> _sample(torch.arange(12.0).reshape(3, 4), 4).tolist()
+    [0.0, 3.0, 6.0, 9.0]
+    """
+    flat = tensor.reshape(-1)
+    if size is None or flat.numel() <= size:
+        return flat
+    step = -(-flat.numel() // size)
+    width = tensor.shape[-1] if tensor.dim() else 1
+    while math.gcd(step, width) != 1:
+        step += 1
+    return flat[::step]
+
+
+def _check_statistic(statistic: str) -> None:
+    if statistic not in STATISTICS:
+        raise OptionError(f"unknown statistic {statistic!r}; choose one of {', '.join(STATISTICS)}.")
+
+
+def _steps_text(steps: Sequence[int]) -> str:
+    if len(steps) <= 6:
+        return ", ".join(map(str, steps)) or "none"
+    return f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
+
+
+def _jsonable(series: Mapping[str, list[Optional[float]]]) -> dict[str, list[Any]]:
+    def number(value: Optional[float]) -> Any:
+        if value is None or math.isfinite(value):
+            return value
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+    return {key: [number(v) for v in values] for key, values in series.items()}
+
+
+def _layout_hash(keys: list[tuple[str, str]], histogram_keys: list[tuple[str, str]]) -> int:
+    """A number that two ranks share when they measured the same things in the same order
+    (Python's hash of strings differs between processes: this one does not)."""
+    import zlib
+
+    return zlib.crc32(repr((keys, histogram_keys)).encode("utf-8"))
+
+
+def process_rank() -> int:
+    """This process's rank under torch.distributed (0 when not distributed)."""
+    return _rank()
+
+
+def _rank() -> int:
+    distributed = torch.distributed
+    return distributed.get_rank() if distributed.is_available() and distributed.is_initialized() else 0
+
+
+def _world_size() -> int:
+    distributed = torch.distributed
+    return distributed.get_world_size() if distributed.is_available() and distributed.is_initialized() else 1
+
+
+__all__ = [
+    "HISTOGRAMS",
+    "HISTOGRAM_EDGES",
+    "LoggedStep",
+    "MODULE_STATISTICS",
+    "PARAMETER_STATISTICS",
+    "STATISTICS",
+    "Watcher",
+    "module_output_nodes",
+    "parameter_nodes",
+    "process_rank",
+    "watch",
+]
