@@ -1,4 +1,4 @@
-"""What :func:`graphviz_autograd.checks.watching.watch` costs a CPU training step.
+"""What :func:`graphviz_autograd.training.watching.watch` costs a CPU training step.
 
 Run by hand from the repository root, so that this checkout's package is the one imported::
 

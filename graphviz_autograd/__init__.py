@@ -40,8 +40,8 @@ _HOMES = {
     "render": "api",
     "to_dot": "drawing.dot_writer",
     "walk": "capture.walking",
-    "watch": "checks.watching",
-    "Watcher": "checks.watching",
+    "watch": "training.watching",
+    "Watcher": "training.watching",
 }
 
 # Written out, not computed from _HOMES, so that type checkers read it (a test
@@ -104,8 +104,8 @@ if TYPE_CHECKING:
     from .capture.walking import walk as walk
     from .checks.profiling import StepProfile as StepProfile
     from .checks.profiling import profile_step as profile_step
-    from .checks.watching import Watcher as Watcher
-    from .checks.watching import watch as watch
+    from .training.watching import Watcher as Watcher
+    from .training.watching import watch as watch
 
 
 def _public(name: str) -> Any:

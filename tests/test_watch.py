@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 
 from graphviz_autograd import Finding, OptionError, InputTypeError, make_dot, record, walk, watch
 from graphviz_autograd.checks.diagnosis import CODES
-from graphviz_autograd.checks.watching import HISTOGRAM_BINS, HISTOGRAM_EDGES, module_output_nodes
+from graphviz_autograd.training.watching import HISTOGRAM_BINS, HISTOGRAM_EDGES, module_output_nodes
 
 
 class Net(nn.Module):

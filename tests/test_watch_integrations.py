@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from graphviz_autograd import watch
-from graphviz_autograd.checks.watching import HISTOGRAM_EDGES
+from graphviz_autograd.training.watching import HISTOGRAM_EDGES
 
 
 def event_data(folder):

@@ -1,3 +1,3 @@
 """Checks: what is learnt about a model beyond its graph: findings about the graph and its
-gradients (``check()``), the measured time and memory of a training step
-(``profile_step()``), and statistics over training with their findings (``watch()``)."""
+gradients (``check()``), and the measured time and memory of a training step
+(``profile_step()``)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
-from ..checks.watching import DEFAULT_EVERY, Watcher, watch
+from ..training.watching import DEFAULT_EVERY, Watcher, watch
 from ..errors import MissingExtraError
 from .tensorboard import log_to_tensorboard
 
@@ -36,7 +36,7 @@ except ImportError:  # the package's older name
 class WatchCallback(Callback):
     """Watches ``pl_module`` while a ``Trainer`` fits it: ``callback.watcher`` holds the record.
 
-    ``every`` and the other keywords go to :func:`~graphviz_autograd.checks.watching.watch`;
+    ``every`` and the other keywords go to :func:`~graphviz_autograd.training.watching.watch`;
     ``tensorboard=False`` keeps the statistics out of a TensorBoard logger;
     ``save_json`` (a path) writes the record when fitting ends.
     """

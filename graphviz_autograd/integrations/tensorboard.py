@@ -1,6 +1,6 @@
 """A watched model's statistics in TensorBoard: scalars and histograms per module.
 
-``log_to_tensorboard(w, writer)`` writes what ``w`` (from :func:`~graphviz_autograd.checks.watching.watch`)
+``log_to_tensorboard(w, writer)`` writes what ``w`` (from :func:`~graphviz_autograd.training.watching.watch`)
 has kept and then each logged step as it comes, to a
 ``torch.utils.tensorboard.SummaryWriter`` (or a log folder, for which one is made):
 
@@ -9,7 +9,7 @@ has kept and then each logged step as it comes, to a
   model itself is ``model``);
 - a histogram per kind and module call or parameter, tagged ``log10_abs_kind/path``
   (``log10_abs_activation/transformer.h.0.mlp``), over the watcher's fixed bins of
-  log10 of the magnitude (:data:`~graphviz_autograd.checks.watching.HISTOGRAM_EDGES`).
+  log10 of the magnitude (:data:`~graphviz_autograd.training.watching.HISTOGRAM_EDGES`).
 
 Under torch.distributed with ``ranks='reduce'`` only rank 0 writes; with ``'each'``
 every rank writes what it measured (give each its own folder).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any, Union
 
-from ..checks.watching import HISTOGRAM_EDGES, LoggedStep, Watcher, process_rank
+from ..training.watching import HISTOGRAM_EDGES, LoggedStep, Watcher, process_rank
 from ..errors import InputTypeError, MissingExtraError
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
-from ..checks.watching import DEFAULT_EVERY, Watcher, watch
+from ..training.watching import DEFAULT_EVERY, Watcher, watch
 from ..errors import MissingExtraError
 from .tensorboard import log_to_tensorboard
 
@@ -33,7 +33,7 @@ except ImportError as error:
 class WatchTrainerCallback(TrainerCallback):
     """Watches the model while a ``Trainer`` trains it: ``callback.watcher`` holds the record.
 
-    ``every`` and the other keywords go to :func:`~graphviz_autograd.checks.watching.watch`.
+    ``every`` and the other keywords go to :func:`~graphviz_autograd.training.watching.watch`.
     """
 
     def __init__(

@@ -56,7 +56,7 @@ import torch
 from ..capture.naming import named_tensors
 from ..capture.recording import COMPILED_NOTE, ModuleCalls, Recorder, record
 from ..capture.walking import walk
-from .diagnosis import (
+from ..checks.diagnosis import (
     DEAD_UNITS,
     ERROR,
     GRAD_NORM_SPAN,
