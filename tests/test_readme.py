@@ -26,11 +26,12 @@ def test_readme_example_runs(index, tmp_path, monkeypatch):
     block = BLOCKS[index]
     monkeypatch.chdir(ROOT)
     # Files the example writes go to a temporary folder, not the checkout.
-    for written in ("mnist_cnn.pdf", "model.html"):
+    for written in ("mnist_cnn.pdf", "model.html", "run.html"):
         block = block.replace(f'"{written}"', repr(os.fspath(tmp_path / written)))
     namespace: dict = {}
     exec(compile(block, f"README.md block {index}", "exec"), namespace)
     if "render(" in block:
         assert (tmp_path / "mnist_cnn.pdf").read_bytes().startswith(b"%PDF")
-    if ".save(" in block:
-        assert (tmp_path / "model.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    for page in ("model.html", "run.html"):
+        if f'.save("{page}")' in BLOCKS[index]:
+            assert (tmp_path / page).read_text(encoding="utf-8").startswith("<!DOCTYPE html>")

@@ -173,6 +173,7 @@ def explore(
     show_attrs: bool = _DEFAULTS.show_attrs,
     show_device: bool = _DEFAULTS.show_device,
     title: Optional[str] = None,
+    timeline: Optional[dict] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
     expand_limit: int = _DEFAULTS.expand_limit,
     layout: str = "auto",
@@ -206,6 +207,11 @@ def explore(
     shown as boxes of ``PART_OPS`` ops each, in walk order (``(part 3 of 200)``),
     which fold as alike modules do. A graph of more than ``MAX_OPS`` ops is refused
     before it is walked.
+
+    Overlays measured over training steps (``Watcher.overlays_over_steps()``) give the
+    page a step axis: a slider (and the keys ``[`` and ``]``) chooses the step whose
+    values colour it; ``timeline`` (``Watcher.timeline()``) adds each module's and
+    parameter's statistics over the steps to its details. ``Watcher.page()`` does both.
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -250,6 +256,10 @@ def explore(
     title = shown_text(title)
     data = explorer_data(graph, options, findings=findings, overlays=colours, timeout=timeout)
     data["title"] = title
+    if timeline is not None:
+        # Each module call's and parameter's statistics over training (Watcher.timeline()):
+        # the details panel draws them as lines and histograms over time.
+        data["timeline"] = timeline
     return Explorer(data, title)
 
 
@@ -477,9 +487,15 @@ def explorer_data(
         })
 
     # Each overlay's values by node index; NaN and infinities as "nan" (JSON has none).
-    metrics: dict[str, dict[str, Union[float, str]]] = {}
+    metrics: dict[str, dict[str, Any]] = {}
     for overlay in overlays:
         values = metrics[overlay.name] = {}
+        if overlay.steps:  # one value per step: the page's slider picks the step
+            for node_id, series in overlay.series.items():
+                at = index_of.get(node_id)
+                if at is not None:
+                    values[str(at)] = [None if v is None else v if math.isfinite(v) else "nan" for v in series]
+            continue
         for node_id, value in overlay.values.items():
             at = index_of.get(node_id)
             if at is not None:
@@ -514,8 +530,10 @@ def explorer_data(
         "meanings": meanings,
         "findings": finding_rows,
         "overlays": [
-            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup} for o in overlays if o.scale == "log"
+            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps)}
+            for o in overlays if o.scale == "log"
         ],
+        "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
     }
 

@@ -43,6 +43,8 @@ spacing; findings of NaN and Inf look at every logged step all the same.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 import os
 import statistics
@@ -604,6 +606,61 @@ class Watcher:
             nonfinite=f"{title} NaN/Inf", domain=tuple(abs(v) for v in measured.values()),
         )
 
+    def overlays_over_steps(self, graph: Optional[AutogradGraph] = None) -> list[Overlay]:
+        """Every statistic measured as an overlay of ``graph`` (:meth:`graph` by default) over
+        all kept steps: each node's ``series``, one value per step, as :meth:`overlay` places
+        them (a module call's on the ops that make its output, a parameter's on it and its
+        AccumulateGrad); ``values`` are those of the last step."""
+        graph = graph if graph is not None else self.graph()
+        steps = tuple(self.steps)
+        if not steps:
+            return []
+        outputs, targets = module_output_nodes(graph), parameter_nodes(graph)
+        found = []
+        for statistic in STATISTICS:
+            series_of = self.series(statistic)
+            if not series_of:
+                continue
+            placed = outputs if statistic in MODULE_STATISTICS else targets
+            per_node: dict[str, list[Optional[float]]] = {}
+            for key, values in series_of.items():
+                magnitudes = [None if v is None else abs(v) for v in values]
+                for node_id in placed.get(key, ()):
+                    now = per_node.get(node_id)
+                    per_node[node_id] = magnitudes if now is None else [
+                        b if a is None else a if b is None else max(a, b) for a, b in zip(now, magnitudes)
+                    ]
+            last = self.overlay(statistic, steps[-1], graph)
+            found.append(replace(
+                last, title=last.title.rpartition(" (step")[0], steps=steps,
+                series={node_id: tuple(values) for node_id, values in per_node.items()},
+            ))
+        return found
+
+    def timeline(self) -> dict[str, Any]:
+        """What the explorer page shows of each module call and parameter over the steps:
+        :meth:`to_dict`'s steps, statistics and histograms, and the histogram bins."""
+        data = self.to_dict()
+        return {key: data[key] for key in ("steps", "statistics", "histograms", "histogram_edges", "histogram_of")}
+
+    def page(self, graph: Optional[AutogradGraph] = None, title: Optional[str] = None) -> Any:
+        """The explorer page of :meth:`graph` with a step axis: a slider chooses the logged step
+        whose statistics colour the nodes and modules, and the details of a module or a
+        parameter show each statistic over the steps and its histograms over time."""
+        from ..explorer.pages import explore
+
+        graph = graph if graph is not None else self.graph()
+        if title is None:
+            title = type(self.model).__name__
+        return explore(graph, overlays=self.overlays_over_steps(graph), timeline=self.timeline(), title=title)
+
+    def save(self, path: Union[str, "os.PathLike[str]"], graph: Optional[AutogradGraph] = None) -> Optional[Path]:
+        """Write :meth:`page` to ``path`` atomically (one offline file; reloading it shows the
+        latest). Under torch.distributed only rank 0 writes; other ranks return None."""
+        if _rank() != 0:
+            return None
+        return self.page(graph).save(path)
+
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data for JSON: steps, each statistic and histogram as series per
         module call or parameter (NaN and infinities as the strings ``"nan"``, ``"inf"``,
@@ -861,6 +918,8 @@ def watch(
     ranks: str = "reduce",
     graph: bool = True,
     histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
+    page: Union[str, "os.PathLike[str]", None] = None,
+    page_every: int = 1,
 ) -> Watcher:
     """Watch ``model`` train inside ``with watch(model, optimizer=opt, every=10) as w:``.
 
@@ -876,6 +935,8 @@ def watch(
     ``histogram_sample`` is how many elements of each tensor they count at most (None: all);
     under torch.distributed, ``ranks='reduce'`` keeps statistics over all ranks and
     ``'each'`` each rank's own; ``graph=False`` records no graph at the first logged step.
+    With ``page``, the explorer page (:meth:`Watcher.save`) is written there, atomically,
+    every ``page_every`` logged steps while training runs: reloading it shows the latest.
     Leaving the ``with`` (also by an exception) removes every hook: the model is as it was.
 
     >>> import torch
@@ -886,9 +947,22 @@ def watch(
     >>> sorted(w.latest("activation_saturated_fraction"))
     ['1']
     """
-    return Watcher(
+    watcher = Watcher(
         model, optimizer, every, keep=keep, histograms=histograms, ranks=ranks, graph=graph, histogram_sample=histogram_sample
     )
+    if page is not None:
+        if isinstance(page_every, bool) or not isinstance(page_every, int) or page_every < 1:
+            raise OptionError(f"watch(page_every=) must be a whole number of logged steps, 1 or more; got {page_every!r}.")
+        if not graph:
+            raise OptionError("watch(page=...) draws the graph of the first logged step: leave graph=True.")
+        target = page
+
+        def write_page(w: Watcher, logged: LoggedStep) -> None:
+            if len(w.steps) % page_every == 0:
+                w.save(target)
+
+        watcher.listen(write_page)
+    return watcher
 
 
 def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:

@@ -46,6 +46,10 @@ class Overlay:
     they are, for what has no node (an unused parameter's finding). ``nonfinite``
     names NaN/Inf values in a key, and ``domain`` (numbers) sets the range of a ``log``
     scale when it should span more than the values drawn.
+
+    An overlay measured over training ``steps`` also holds each node's ``series``, one
+    value per step (None where not measured); ``values`` are then those of one step,
+    the one a static drawing shows, and the explorer page chooses the step with a slider.
     """
 
     name: str
@@ -58,6 +62,8 @@ class Overlay:
     key: tuple[KeyItem, ...] = ()
     nonfinite: str = ""
     domain: tuple[float, ...] = ()
+    steps: tuple[int, ...] = ()
+    series: Mapping[str, tuple[Optional[float], ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -89,7 +95,16 @@ class Overlay:
             line = self.tooltips.get(node_id)
             if line:
                 lines.setdefault(target, []).append(line)
-        return replace(self, values=values, tooltips={k: "\n".join(v) for k, v in lines.items()})
+        series: dict[str, tuple[Optional[float], ...]] = {}
+        for node_id, values_over_steps in self.series.items():
+            target = origin.get(node_id, node_id)
+            if target is None:
+                continue
+            now = series.get(target)
+            series[target] = values_over_steps if now is None else tuple(
+                b if a is None else a if b is None else roll_up(self.rollup, a, b) for a, b in zip(now, values_over_steps)
+            )
+        return replace(self, values=values, tooltips={k: "\n".join(v) for k, v in lines.items()}, series=series)
 
 
 def severity_value(severity: str) -> float:

@@ -76,11 +76,14 @@
     if (finding.severity in badges[0]) touched.forEach(function (l) { badges[l][finding.severity] += 1; });
   });
 
+  // An overlay measured over training steps holds a value per step for each node: the
+  // step axis (data.steps) chooses which step colours the page.
+  var STEPS = data.steps || [];
+  var stepIndex = STEPS.length - 1;
   var metrics = {};
-  Object.keys(data.metrics).forEach(function (name) {
+  function metricOf(name, values) {
     var perNode = new Map();
     var perLevel = new Array(levels.length).fill(null);
-    var values = data.metrics[name];
     Object.keys(values).forEach(function (key) {
       var k = Number(key);
       var value = values[key] === 'nan' ? NaN : values[key];
@@ -89,14 +92,45 @@
         perLevel[l] = rollUp(name, perLevel[l], value);
       });
     });
-    metrics[name] = { perNode: perNode, perLevel: perLevel, count: perNode.size };
-  });
+    return { perNode: perNode, perLevel: perLevel, count: perNode.size };
+  }
+  function atStep(values) {
+    var found = {};
+    Object.keys(values).forEach(function (key) {
+      var value = values[key][stepIndex];
+      if (value !== null && value !== undefined) found[key] = value;
+    });
+    return found;
+  }
+  function buildMetrics() {
+    Object.keys(data.metrics).forEach(function (name) {
+      var stepped = OVERLAYS[name] && OVERLAYS[name].stepped;
+      metrics[name] = metricOf(name, stepped ? atStep(data.metrics[name]) : data.metrics[name]);
+    });
+  }
+  buildMetrics();
   (data.overlays || []).forEach(function (overlay) {
     var option = element('option', { value: overlay.name },
       overlay.title + (overlay.rollup === 'max' ? ' (max)' : ' (sum)'));
     if (!(metrics[overlay.name] && metrics[overlay.name].count)) option.disabled = true;
     metricSelect.appendChild(option);
   });
+  var stepInput = null;
+  var stepText = null;
+  if (STEPS.length) {
+    // The page opens coloured by the first statistic measured over the steps.
+    var firstStepped = (data.overlays || []).filter(function (o) { return o.stepped && metrics[o.name].count; })[0];
+    if (firstStepped) metricSelect.value = firstStepped.name;
+    var stepLabel = element('label', { id: 'step-label' }, 'step ');
+    stepInput = element('input', {
+      type: 'range', id: 'step', min: '0', max: String(STEPS.length - 1), value: String(stepIndex),
+      'aria-label': 'Training step ([ and ] step through)',
+    });
+    stepText = element('span', { id: 'step-value' }, String(STEPS[stepIndex]));
+    stepLabel.appendChild(stepInput);
+    stepLabel.appendChild(stepText);
+    metricSelect.parentNode.parentNode.insertBefore(stepLabel, metricSelect.parentNode);
+  }
 
   var inputsOf = null;
   var outputsOf = null;
@@ -369,8 +403,9 @@
       if (metricName) {
         var value = itemMetric(i, metricName);
         if (value !== null) {
-          var step = isNaN(value) ? -1 : value <= 0 ? 0 :
-            Math.min(SCALE.length - 1, Math.floor((Math.log10(value) - low) / ((high - low) || 1) * SCALE.length));
+          // One value alone on a level (high === low) takes the middle of the scale, not its palest end.
+          var step = isNaN(value) ? -1 : value <= 0 ? 0 : high === low ? Math.floor(SCALE.length / 2) :
+            Math.min(SCALE.length - 1, Math.floor((Math.log10(value) - low) / (high - low) * SCALE.length));
           rect.style.fill = step < 0 ? '#d00' : SCALE[step];
           if (step >= 6 || step < 0) group.classList.add('dark');
         }
@@ -608,6 +643,92 @@
     return wrap;
   }
 
+  function setStep(index) {
+    if (!STEPS.length) return;
+    stepIndex = Math.max(0, Math.min(STEPS.length - 1, index));
+    stepInput.value = String(stepIndex);
+    stepText.textContent = String(STEPS[stepIndex]);
+    buildMetrics();
+    open(current, { keepDetails: true, expanded: expanded });
+  }
+
+  // --- statistics over training steps, in the details ------------------------------------
+
+  function numberOf(value) {
+    if (value === null || value === undefined) return null;
+    return typeof value === 'string' ? Number(value.replace('nan', 'NaN')) : value;
+  }
+
+  // A line of one statistic over the steps, the current step marked.
+  function sparkline(values) {
+    var width = 220, height = 36;
+    var points = values.map(numberOf);
+    var finite = points.filter(function (v) { return v !== null && isFinite(v); });
+    var svg = svgElement('svg', { width: width, height: height, class: 'sparkline', viewBox: '0 0 ' + width + ' ' + height });
+    if (!finite.length) { svg.appendChild(svgElement('text', { x: 2, y: 20 }, 'not measured')); return svg; }
+    var low = Math.min.apply(null, finite), high = Math.max.apply(null, finite);
+    var span = high - low || 1;
+    function x(i) { return points.length > 1 ? 2 + i * (width - 4) / (points.length - 1) : width / 2; }
+    function y(v) { return height - 4 - (v - low) / span * (height - 8); }
+    var path = '';
+    points.forEach(function (v, i) {
+      if (v === null || !isFinite(v)) return;
+      path += (path ? 'L' : 'M') + x(i).toFixed(1) + ',' + y(v).toFixed(1);
+    });
+    svg.appendChild(svgElement('path', { d: path }));
+    var now = points[stepIndex];
+    if (now !== null && now !== undefined && isFinite(now)) {
+      svg.appendChild(svgElement('circle', { cx: x(stepIndex), cy: y(now), r: 2.5 }));
+    }
+    svg.appendChild(svgElement('title', {}, 'from ' + low.toPrecision(3) + ' to ' + high.toPrecision(3) +
+      (now !== null && now !== undefined ? '; ' + Number(now).toPrecision(3) + ' at step ' + STEPS[stepIndex] : '')));
+    return svg;
+  }
+
+  // A histogram over the steps: a column per step, a row per bin (log10 of the
+  // magnitude, small at the bottom), darker where more elements fall.
+  function histogramOverTime(series, edges) {
+    var cell = Math.max(2, Math.min(8, Math.floor(220 / Math.max(series.length, 1))));
+    var bins = edges.length - 1, rowHeight = 3;
+    var svg = svgElement('svg', { width: series.length * cell, height: bins * rowHeight, class: 'histograms' });
+    series.forEach(function (counts, i) {
+      if (!counts) return;
+      var most = Math.max.apply(null, counts) || 1;
+      counts.forEach(function (count, b) {
+        if (!count) return;
+        var rect = svgElement('rect', { x: i * cell, y: (bins - 1 - b) * rowHeight, width: cell, height: rowHeight });
+        rect.style.opacity = String(0.15 + 0.85 * count / most);
+        if (i === stepIndex) rect.setAttribute('class', 'now');
+        svg.appendChild(rect);
+      });
+    });
+    svg.appendChild(svgElement('title', {}, '1e' + edges[0] + ' to 1e' + edges[edges.length - 1] + ' (' + data.timeline.histogram_of + '), per step'));
+    return svg;
+  }
+
+  function timeline(key, kinds) {
+    var record = data.timeline;
+    if (!record) return null;
+    var wrap = element('div', { class: 'timeline' });
+    Object.keys(record.statistics).forEach(function (statistic) {
+      var values = record.statistics[statistic][key];
+      if (!values) return;
+      wrap.appendChild(element('div', { class: 'timeline-name' }, statistic.replace(/_/g, ' ')));
+      wrap.appendChild(sparkline(values));
+    });
+    kinds.forEach(function (kind) {
+      var series = (record.histograms[kind] || {})[key];
+      if (!series) return;
+      wrap.appendChild(element('div', { class: 'timeline-name' }, kind.replace(/_/g, ' ') + ' histogram over the steps'));
+      wrap.appendChild(histogramOverTime(series, record.histogram_edges));
+    });
+    if (!wrap.childNodes.length) return null;
+    var box = element('div');
+    box.appendChild(element('h3', {}, 'Over ' + plural(STEPS.length || record.steps.length, 'logged step')));
+    box.appendChild(wrap);
+    return box;
+  }
+
   function showLevelDetails(level) {
     details.textContent = '';
     var info = levels[level];
@@ -620,6 +741,8 @@
     rows.push(['findings', badges[level].error + badges[level].warning ?
       badges[level].error + ' errors, ' + badges[level].warning + ' warnings' : '']);
     details.appendChild(facts(rows));
+    var over = timeline(level === ROOT ? '' : info.path, ['activation', 'output_grad']);
+    if (over) details.appendChild(over);
     if (level === ROOT && looseFindings.length) {
       details.appendChild(element('h3', {}, 'Not in the graph'));
       details.appendChild(findingList(looseFindings));
@@ -646,8 +769,8 @@
         (node.label ? ': cut by ' + node.label + (node.cut_in || node.module ? ' in ' + (node.cut_in || node.module) : '') + '.' :
           ': a constant, a tensor without requires_grad, or one made under no_grad() or by detach().')));
     }
-    var inputs = inputsOf[k].map(function (e) { return data.edges[e][3]; }).filter(Boolean);
-    var outputs = outputsOf[k].map(function (e) { return data.edges[e][3]; }).filter(Boolean);
+    var inputs = inputsOf[k].map(function (e) { return data.edges[e][EDGE.shape]; }).filter(Boolean);
+    var outputs = outputsOf[k].map(function (e) { return data.edges[e][EDGE.shape]; }).filter(Boolean);
     var rows = [
       ['module', node.level === ROOT && !node.module ? '' : levelLink(node.level)],
       ['shape', node.shape], ['dtype', node.dtype], ['device', node.device],
@@ -660,6 +783,8 @@
     });
     (node.attrs || []).forEach(function (pair) { rows.push(['saved ' + pair[0], pair[1]]); });
     details.appendChild(facts(rows));
+    var over = node.kind === 'parameter' ? timeline(node.label, ['param', 'grad', 'update']) : null;
+    if (over) details.appendChild(over);
     if (findingsOf.has(k)) {
       details.appendChild(element('h3', {}, 'Findings'));
       details.appendChild(findingList(findingsOf.get(k)));
@@ -703,7 +828,7 @@
       seen.delete(from);
       return seen;
     }
-    return { up: reach(k, inputsOf, 0), down: reach(k, outputsOf, 1) };
+    return { up: reach(k, inputsOf, EDGE.source), down: reach(k, outputsOf, EDGE.target) };
   }
 
   function clearTrace() {
@@ -1049,9 +1174,12 @@
     else if (event.key === 'f' && !event.ctrlKey && !event.metaKey) fitView();
     else if (event.key === 'e' && !event.ctrlKey && !event.metaKey) toggleExpanded();
     else if (event.key === '/') { event.preventDefault(); searchBox.focus(); }
+    else if (event.key === '[') setStep(stepIndex - 1);
+    else if (event.key === ']') setStep(stepIndex + 1);
   });
   searchBox.addEventListener('input', function () { scheduleSearch(searchBox.value); });
   metricSelect.addEventListener('change', function () { open(current, { keepDetails: true, expanded: expanded }); });
+  if (stepInput) stepInput.addEventListener('input', function () { setStep(Number(stepInput.value)); });
   expandButton.addEventListener('click', toggleExpanded);
   document.getElementById('fit').addEventListener('click', fitView);
   document.getElementById('up').addEventListener('click', up);

@@ -1,0 +1,85 @@
+"""The explorer page of a watched run: a step axis over the overlays measured at each
+logged step, each module's and parameter's statistics over the steps in its details,
+and a page kept up to date while training runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphviz_autograd import OptionError, make_dot, watch
+
+from .test_explore_browser import Page, chromium_path
+from .test_watch import Net, train
+
+
+def test_each_statistic_is_an_overlay_over_the_steps_keyed_by_the_graph():
+    w = train(Net(), 12, {"every": 3})
+    overlays = {o.name: o for o in w.overlays_over_steps()}
+    assert {"grad_norm", "activation_std"} <= set(overlays)
+    grad = overlays["grad_norm"]
+    assert grad.steps == tuple(w.steps) == (0, 3, 6, 9)
+    ids = {node.id for node in w.graph().nodes}
+    assert grad.series and set(grad.series) <= ids
+    assert all(len(series) == len(grad.steps) for series in grad.series.values())
+    last = w.overlay("grad_norm")
+    assert {k: v for k, v in grad.values.items()} == dict(last.values)  # a static drawing shows the last step
+    assert "grad norm" in make_dot(w.graph(), overlays=[grad], depth="full").source
+
+
+def test_the_page_data_holds_the_steps_the_stepped_values_and_the_timeline():
+    w = train(Net(), 12, {"every": 3})
+    data = w.page().data
+    assert data["steps"] == [0, 3, 6, 9]
+    stepped = [o for o in data["overlays"] if o["stepped"]]
+    assert stepped and all(isinstance(v, list) and len(v) == 4 for v in data["metrics"][stepped[0]["name"]].values())
+    assert not next(o for o in data["overlays"] if o["name"] == "saved_bytes")["stepped"]
+    timeline = data["timeline"]
+    assert timeline["steps"] == [0, 3, 6, 9] and "fc1.weight" in timeline["statistics"]["grad_norm"]
+    assert len(timeline["histograms"]["grad"]["fc1.weight"][0]) == len(timeline["histogram_edges"]) - 1
+
+
+def test_the_page_is_rewritten_while_training_runs(tmp_path):
+    target = tmp_path / "run.html"
+    seen = []
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with watch(model, optimizer=opt, every=2, page=target, page_every=2) as w:
+        for step in range(12):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            if target.exists():
+                seen.append((step, target.read_text().count('"steps"')))
+    assert seen and seen[0][0] < 11  # written during training, not only at the end
+    assert w.steps == [0, 2, 4, 6, 8, 10]
+    with pytest.raises(OptionError, match="page_every"):
+        watch(model, page=target, page_every=0)
+
+
+def test_the_step_slider_recolours_the_page_and_the_details_show_each_statistic_over_the_steps(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    w = train(Net(), 16, {"every": 2})
+    path = w.save(tmp_path / "run.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            assert page.page.locator("#step-value").text_content() == "14"  # the last logged step
+            assert page.page.locator("#metric").input_value() != ""  # opened coloured by a statistic
+            page.page.select_option("#metric", "grad_norm")
+            fills = page.page.locator("g.node rect").evaluate_all("rects => rects.map(r => r.style.fill)")
+            page.page.keyboard.press("[")  # one logged step back
+            assert page.page.locator("#step-value").text_content() == "12"
+            page.page.locator("#step").fill("0")
+            assert page.page.locator("#step-value").text_content() == "0"
+            assert page.page.locator("g.node rect").evaluate_all("rects => rects.map(r => r.style.fill)") != fills
+            page.box("fc1").click()
+            assert page.page.locator("#details svg.sparkline").count() >= 5  # activation and gradient statistics
+            assert page.page.locator("#details svg.histograms").count() >= 1
+            assert "Over 8 logged steps" in page.page.locator("#details").text_content()
+            assert page.errors == []
+        finally:
+            browser.close()
