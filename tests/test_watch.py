@@ -464,3 +464,31 @@ def test_with_several_backward_passes_a_step_keeps_the_accumulated_gradient():
         w.step()
     assert w.latest("grad_norm")["fc1.weight"] == pytest.approx(accumulated, rel=1e-5)
     assert w.module_calls == ["", "fc1", "act", "fc2", "act#2", "head"]  # each micro-batch counts calls afresh
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_statistics_are_those_of_the_same_run_on_the_cpu(monkeypatch):
+    # Reduced on the device, moved to the host once per logged step: the numbers agree with the CPU's.
+    transfers = []
+    original = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: transfers.append(self.device.type) or original(self))
+    torch.manual_seed(0)
+    cpu_model, gpu_model = Net(), Net()
+    gpu_model.load_state_dict(cpu_model.state_dict())
+    gpu_model = gpu_model.cuda()
+    data = [(torch.randn(16, 4), torch.randn(16, 1)) for _ in range(6)]
+    records = []
+    for model, device in ((cpu_model, "cpu"), (gpu_model, "cuda")):
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        transfers.clear()
+        with watch(model, optimizer=opt, every=3, graph=False) as w:
+            for x, y in data:
+                (model(x.to(device)) - y.to(device)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+        records.append((w, list(transfers)))
+    (cpu_watch, _), (gpu_watch, gpu_transfers) = records
+    assert len(gpu_transfers) == len(gpu_watch.steps) == 2  # one host transfer per logged step
+    for statistic in ("grad_norm", "activation_std", "param_norm"):
+        for key, values in cpu_watch.series(statistic).items():
+            assert gpu_watch.series(statistic)[key] == pytest.approx(values, rel=1e-3, abs=1e-6), (statistic, key)
