@@ -21,13 +21,13 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 import torch
 
 from ..errors import CheckFailedError, InputTypeError, OptionError, check_choice
-from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph
+from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph, parameter_nodes
 from ..graph.style import ERROR, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from ..capture.recording import Recorder
 from ..capture.attribute_names import unregistered_tensors
 from ..capture.naming import Params, named_tensors, parameter_names
 from ..capture.walking import walk
-from ..graph.descriptions import shape_text
+from ..graph.descriptions import format_bytes, shape_text
 from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
 
 
@@ -852,22 +852,6 @@ def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> 
     return members
 
 
-def format_bytes(size: int) -> str:
-    """'512 B', '1.5 KiB', '3.0 MiB'.
-
-    >>> format_bytes(1536), format_bytes(100)
-    ('1.5 KiB', '100 B')
-    """
-    if size < 1024:
-        return f"{size} B"
-    amount = float(size)
-    for unit in ("KiB", "MiB", "GiB"):
-        amount /= 1024
-        if amount < 1024 or unit == "GiB":
-            break
-    return f"{amount:.1f} {unit}"
-
-
 def _shape(shape: Optional[tuple[int, ...]]) -> str:
     return "unknown" if shape is None else shape_text(shape)
 
@@ -928,17 +912,15 @@ def gradient_overlay(graph: AutogradGraph, norms: Mapping[str, float]) -> Overla
     zero and NaN/Inf get their own colours, a name without a norm stays as it is; the
     scale spans every norm given, drawn or not.
     """
-    index = _GraphIndex(graph)
     values: dict[str, float] = {}
     tooltips: dict[str, str] = {}
-    for name, node_id in index.parameter_nodes.items():
+    for name, targets in parameter_nodes(graph).items():
         norm = norms.get(name)
         if norm is None:
             continue
-        for target in (node_id, index.accumulator.get(node_id)):
-            if target:
-                values[target] = norm
-                tooltips[target] = f"{name}: gradient norm {norm:.3g}"
+        for target in targets:
+            values[target] = norm
+            tooltips[target] = f"{name}: gradient norm {norm:.3g}"
     return Overlay(
         "grad_norm", "grad norm", values, rollup="max", scale="log", tooltips=tooltips,
         nonfinite="grad NaN/Inf", domain=tuple(norms.values()),

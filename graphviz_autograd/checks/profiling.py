@@ -53,7 +53,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optio
 
 import torch
 
-from .diagnosis import format_bytes, repeated_module_patterns
+from .diagnosis import repeated_module_patterns
+from ..graph.descriptions import format_bytes, format_seconds
 from ..errors import (
     DeviceUnavailableError,
     GraphvizAutogradError,
@@ -974,19 +975,6 @@ class _Matcher:
 
 
 # --- tables -------------------------------------------------------------------------
-
-
-def format_seconds(seconds: float) -> str:
-    """'812.3 ms', '45.0 us', '1.25 s'.
-
-    >>> format_seconds(0.8123), format_seconds(4.5e-5), format_seconds(1.25)
-    ('812.3 ms', '45.0 us', '1.25 s')
-    """
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} us"
 
 
 def _format(metric: str, value: float) -> str:

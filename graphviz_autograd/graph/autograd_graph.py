@@ -450,6 +450,20 @@ def dtype_itemsize(dtype: str) -> int:
     return ITEMSIZES.get(dtype, 0)
 
 
+def parameter_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
+    """Each parameter's node and its AccumulateGrad in ``graph``, by the parameter's name."""
+    kinds = {node.id: node.kind for node in graph.nodes}
+    accumulator: dict[str, str] = {}
+    for edge in graph.edges:
+        if edge.kind == DATA and kinds.get(edge.target) == ACCUMULATE_GRAD:
+            accumulator.setdefault(edge.source, edge.target)
+    found: dict[str, tuple[str, ...]] = {}
+    for node in graph.nodes:
+        if node.kind == PARAMETER and node.label not in found:
+            found[node.label] = (node.id, accumulator[node.id]) if node.id in accumulator else (node.id,)
+    return found
+
+
 def numbered_ids(count: int) -> list[str]:
     """``['n0', 'n1', ...]``: the ids of a walk's nodes, in order.
 

@@ -329,3 +329,32 @@ def junction_lines(sources: Sequence[tuple[str, str]], here: int, further: int) 
     counted = Counter(names)
     listed = ", ".join(name if times == 1 else f"{times} {name}" for name, times in counted.items())
     return [f"junction: the outputs of {len(names)} nodes ({listed}) branch here", f"each {reads}"]
+
+
+def format_bytes(size: int) -> str:
+    """'512 B', '1.5 KiB', '3.0 MiB'.
+
+    >>> format_bytes(1536), format_bytes(100)
+    ('1.5 KiB', '100 B')
+    """
+    if size < 1024:
+        return f"{size} B"
+    amount = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        amount /= 1024
+        if amount < 1024 or unit == "GiB":
+            break
+    return f"{amount:.1f} {unit}"
+
+
+def format_seconds(seconds: float) -> str:
+    """'812.3 ms', '45.0 us', '1.25 s'.
+
+    >>> format_seconds(0.8123), format_seconds(4.5e-5), format_seconds(1.25)
+    ('812.3 ms', '45.0 us', '1.25 s')
+    """
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.1f} us"

@@ -70,7 +70,7 @@ from ..checks.diagnosis import (
     Finding,
 )
 from ..errors import InputTypeError, OptionError, OutputPathError
-from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, OP, OUTPUT, PARAMETER, AutogradGraph, ModuleInfo, module_of_call
+from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
 
 # Statistics of a module call's output, and of a parameter.
@@ -999,20 +999,6 @@ def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
             if source.id not in ids:
                 ids.append(source.id)
     return {path: tuple(ids) for path, ids in found.items()}
-
-
-def parameter_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
-    """Each parameter's node and its AccumulateGrad in ``graph``, by the parameter's name."""
-    kinds = {node.id: node.kind for node in graph.nodes}
-    accumulator: dict[str, str] = {}
-    for edge in graph.edges:
-        if edge.kind == DATA and kinds.get(edge.target) == ACCUMULATE_GRAD:
-            accumulator.setdefault(edge.source, edge.target)
-    found: dict[str, tuple[str, ...]] = {}
-    for node in graph.nodes:
-        if node.kind == PARAMETER and node.label not in found:
-            found[node.label] = (node.id, accumulator[node.id]) if node.id in accumulator else (node.id,)
-    return found
 
 
 def _calls_around(path: str) -> list[str]:

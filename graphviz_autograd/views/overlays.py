@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from ..errors import OptionError, check_choice
 from ..graph.autograd_graph import SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, dtype_itemsize
+from ..graph.descriptions import format_bytes, format_seconds
 from ..graph.style import SEVERITIES
 
 ROLLUPS = ("sum", "max")
@@ -134,22 +135,14 @@ def value_text(value: float, unit: str = "") -> str:
     """A number as a key or tooltip shows it.
 
     >>> value_text(1536, "B"), value_text(0.0032, "s"), value_text(0.000123)
-    ('1.5 KiB', '3.20 ms', '0.000123')
+    ('1.5 KiB', '3.2 ms', '0.000123')
     """
     if not math.isfinite(value):
         return str(value)
     if unit == "B":
-        size = float(value)
-        if abs(size) < 1024:
-            return f"{size:.0f} B"
-        for name in ("KiB", "MiB", "GiB", "TiB"):
-            size /= 1024
-            if abs(size) < 1024 or name == "TiB":
-                return f"{size:.1f} {name}"
+        return format_bytes(int(round(value)))
     if unit == "s":
-        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "\u00b5s")):
-            if abs(value) >= scale or name == "\u00b5s":
-                return f"{value / scale:.2f} {name}"
+        return format_seconds(value)
     return f"{value:.3g}"
 
 
