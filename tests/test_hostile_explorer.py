@@ -22,6 +22,7 @@ import torch
 import graphviz_autograd
 from graphviz_autograd import OptionError, RenderError, explore, record, walk
 from graphviz_autograd.errors import GraphTooBigError, LayoutTimeoutError
+from graphviz_autograd.views.shown import shown_names
 
 explore_module = importlib.import_module("graphviz_autograd.explorer.pages")
 
@@ -102,9 +103,9 @@ def test_a_parameter_and_a_title_named_so_are_drawn_escaped(case, tmp_path):
 def test_names_without_anything_to_escape_keep_the_graph_as_it_is():
     w = torch.ones(2, requires_grad=True)
     graph = walk((w * 2).sum(), {"w\tx": w}, collect_saved=True)  # a tab: escaped in a name
-    assert explore_module._with_shown_names(graph) is not graph
+    assert shown_names(graph) is not graph
     plain = walk((w * 2).sum(), {"w": w}, collect_saved=True)
-    assert explore_module._with_shown_names(plain) is plain
+    assert shown_names(plain) is plain
 
 
 # --- Graphviz that writes something else ------------------------------------------------

@@ -64,6 +64,7 @@ from ..options import DrawOptions
 from ..views.overlays import Overlay
 from ..views.page_fit import COMPACT_RANKSEP
 from ..views.prepared import View, prepare
+from ..views.shown import shown_text
 from .overlay_styles import overlay_styles
 
 DEFAULT_DTYPE = "float32"
@@ -76,10 +77,6 @@ NO_GRAD_TEXT = "no grad"
 _TENSOR_KINDS = frozenset((OUTPUT, PARAMETER, LEAF, SAVED))
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|-?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)")
 _DOT_KEYWORDS = {"node", "edge", "graph", "digraph", "subgraph", "strict"}
-# Characters shown as an escape instead of written raw: control characters (C0 and
-# C1; line breaks and tab are handled before), and those XML, so SVG output, cannot
-# hold at all: lone surrogates, U+FFFE and U+FFFF.
-_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 # Every character escape() changes; most labels hold none, and one search is
 # cheaper than the passes below.
 _NEEDS_ESCAPE = re.compile(r'[\\"&\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]')
@@ -125,40 +122,12 @@ def escape(text: str, line_end: str = "\\n") -> str:
         # Every tooltip has line breaks and most have nothing else to escape: one
         # replace instead of the passes below, which would change nothing else.
         return text.replace("\n", line_end)
+    # Line breaks are made one kind and tabs spaces first; what is left that cannot be
+    # shown becomes an escape as a page shows it (shown_text), whose backslash is
+    # then doubled with the others, as DOT reads one shown backslash.
+    text = shown_text(text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), one_line=False)
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", line_end).replace("\t", " ")
-    if _UNSHOWABLE.search(text):
-        text = _UNSHOWABLE.sub(_escaped_code, text)
-    return text
-
-
-def _escaped_code(match: re.Match) -> str:
-    code = ord(match.group())
-    # Two backslashes, which DOT reads as one shown backslash.
-    return ("\\\\x%02x" if code < 0x100 else "\\\\u%04x") % code
-
-
-def shown_text(text: str, one_line: bool = True) -> str:
-    """``text`` with what a page cannot show or carry written as an escape: control
-    characters as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE and
-    U+FFFF as ``\\uNNNN``, as :func:`escape` shows them in a drawing. With
-    ``one_line``, tabs and line breaks too (a name is drawn on one line).
-
-    >>> print(shown_text("a\\x00b\\ud800c\\n"), shown_text("x\\ny", one_line=False) == "x\\ny")
-    a\\x00b\\ud800c\\x0a True
-    """
-    found = (_UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE).search(text)
-    if found is None:
-        return text
-    return (_UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE).sub(_shown_code, text)
-
-
-_UNSHOWABLE_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def _shown_code(match: re.Match) -> str:
-    code = ord(match.group())
-    return ("\\x%02x" if code < 0x100 else "\\u%04x") % code
+    return text.replace("\n", line_end)
 
 
 def quote(text: str) -> str:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import html as html_text
 import json
 import math
-import re
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
@@ -42,7 +41,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import count_text, describe_op, plural, shape_text
 from ..drawing.dot_writer import label as dot_label
-from ..drawing.dot_writer import attr_list, digraph, quote, shown_text
+from ..drawing.dot_writer import attr_list, digraph, quote
 from ..errors import (
     GRAPHVIZ_INSTALL_HINT,
     GraphTooBigError,
@@ -71,8 +70,10 @@ from ..graph.autograd_graph import (
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
-from ..views.page_fit import estimate_layout_seconds, node_size
-from ..options import DrawOptions, draw_options
+from ..views.page_fit import choose_layout, node_size
+from ..views.prepared import View, prepare
+from ..views.shown import shown_text
+from ..options import DrawOptions
 from ..views.overlays import Overlay, overlay_names, saved_bytes_by_op, saved_bytes_overlay
 from ..views.stacking import stacking_edges
 from ..graph.style import EDGE_STYLES
@@ -248,13 +249,13 @@ def explore(
 
         colours.append(gradient_overlay(graph, gradient_norms(grad_colors)))
     colours.extend(overlays)
-    overlay_names(colours)
+    view = prepare(graph, options, overlays=colours, levels=True)
     if title is None:
         title = graph.modules[0].type_name if graph.modules else "autograd graph"
     if not isinstance(title, str):
         raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
     title = shown_text(title)
-    data = explorer_data(graph, options, findings=findings, overlays=colours, timeout=timeout)
+    data = explorer_data(view, findings=findings, timeout=timeout)
     data["title"] = title
     if timeline is not None:
         # Each module call's and parameter's statistics over training (Watcher.timeline()):
@@ -353,15 +354,9 @@ class _Level:
         self.ops = 0  # op nodes in this level and every level below it
 
 
-def explorer_data(
-    graph: AutogradGraph,
-    options: Optional[DrawOptions] = None,
-    *,
-    findings: Iterable[Any] = (),
-    overlays: Sequence[Overlay] = (),
-    timeout: Optional[float] = DEFAULT_TIMEOUT,
-) -> dict:
-    """The plain data an explorer page is built from (what :func:`explore` embeds).
+def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional[float] = DEFAULT_TIMEOUT) -> dict:
+    """The plain data an explorer page of ``view`` (``prepare(..., levels=True)``) is
+    built from (what :func:`explore` embeds), with the ``findings`` of its graph.
 
     Keys: ``nodes`` (every node but saved tensors: kind, label, level, shape, dtype,
     device, note, saved bytes), ``edges`` (``[source, target, kind, shape]`` by node
@@ -372,8 +367,7 @@ def explorer_data(
     (op name -> lines), ``findings``, ``overlays`` (what the colour menu lists: name,
     title, unit, roll-up) and ``metrics`` (each overlay's values, per node index).
     """
-    options = draw_options(options)
-    graph = _with_shown_names(graph)
+    graph, options, overlays = view.graph, view.options, view.overlays
     nodes = graph.nodes
     modules = ModuleTree(graph.modules, look_through=PASS_THROUGH_TYPES)
     saved_owner = saved_bytes_by_op(graph)[1]
@@ -552,36 +546,6 @@ def item_record(item: Sequence[Any]) -> dict[str, Any]:
     if kind in (PORT_IN, PORT_OUT):
         return {"kind": kind, "label": item[1]}
     return dict(zip(("kind", "label", "shape", "note"), item))
-
-
-def _with_shown_names(graph: AutogradGraph) -> AutogradGraph:
-    """``graph`` with every name and text as the page shows it (:func:`shown_text`).
-
-    A name may hold what neither Graphviz nor the page can take as it is: a NUL ends
-    a DOT string, a control character makes Graphviz's JSON invalid, and a lone
-    surrogate cannot be written as UTF-8. Escaped once here, before levels and
-    layouts are made of them, such a name is drawn, laid out and searched as text
-    (``a\\x00b``), as in a static drawing. Most graphs hold none: one search over all
-    their names says so, and they are returned as they are.
-    """
-    nodes = graph.nodes
-    names = "/".join([n for node in nodes for n in (node.label, node.module)]
-                     + [n for m in graph.modules for n in (m.path, m.type_name)])
-    texts = "/".join([t for node in nodes if node.note or node.attrs for t in (node.note, *(v for a in node.attrs for v in a))])
-    if _UNSHOWN_NAME.search(names) is None and _UNSHOWN_TEXT.search(texts) is None:
-        return graph
-    shown_nodes = tuple(
-        node._replace(label=shown_text(node.label), module=shown_text(node.module), note=shown_text(node.note, one_line=False),
-                      attrs=tuple((shown_text(k), shown_text(v, one_line=False)) for k, v in node.attrs))
-        for node in nodes
-    )
-    shown_modules = tuple(m._replace(path=shown_text(m.path), type_name=shown_text(m.type_name)) for m in graph.modules)
-    return AutogradGraph(shown_nodes, graph.edges, params_given=graph.params_given, modules=shown_modules)
-
-
-# What shown_text changes, in a name and in other text.
-_UNSHOWN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_UNSHOWN_TEXT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _add_level(levels: dict[str, _Level], modules: ModuleTree, path: str) -> _Level:
@@ -1114,8 +1078,8 @@ def _lay_out(
     size, node boxes, module boxes and edge paths.
 
     With ``layout="auto"``, as for a static picture, a view that ``dot`` would take
-    longer than ``budget`` seconds to lay out (:func:`estimate_layout_seconds`), or
-    that runs past them, is laid out by the fixed layered layout instead
+    longer than ``budget`` seconds to lay out (by :func:`choose_layout`, as a static
+    picture is chosen for), or that runs past them, is laid out by the fixed layered layout instead
     (:func:`layered_positions`), its layout carrying a ``note`` the page shows; an
     expanded view is then left out (``{"skipped": count}``), as one over the limit is.
     ``"fixed"`` does so for every view, ``"dot"`` for none.
@@ -1134,10 +1098,9 @@ def _lay_out(
         if layout == "fixed":
             fixed[n] = "Laid out by the fixed layered layout (layout='fixed')."
         elif layout == "auto":
-            estimate = estimate_layout_seconds(_view_graph(view, owners[n], templates))
-            if estimate > budget:
-                fixed[n] = (f"Laid out by the fixed layered layout: Graphviz dot would take about {estimate:,.0f} s "
-                            f"(layout budget {budget:g} s; explore(..., layout='dot') waits for it).")
+            chosen, why = choose_layout(_view_graph(view, owners[n], templates), layout, budget)
+            if chosen == "fixed":
+                fixed[n] = why
     dot_jobs = [n for n in range(len(jobs)) if n not in fixed]
     # Expanded views run in a dot of their own: laid out after other graphs with module
     # boxes, dot places boxes a little differently from run to run.

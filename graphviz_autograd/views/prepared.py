@@ -2,7 +2,7 @@
 
 :func:`prepare` takes a walked graph, the options and the overlays, and returns the
 :class:`View` that ``make_dot``, ``render``, ``to_dot``, the command line, the
-notebook display and the pytest plugin's drawings all start from:
+notebook display, the pytest plugin's drawings and the explorer all start from:
 
 1. page fit and depth: runs of identical blocks folded, the graph collapsed to a
    module summary when ``depth`` asks or a page needs it, with a note saying so
@@ -15,6 +15,13 @@ notebook display and the pytest plugin's drawings all start from:
    it stands for.
 
 The drawing stage writes a view; it decides nothing of the above again.
+
+An explorer page is a view too (``levels=True``): its levels are its page fit, so it
+keeps every node, with names as a page shows them
+(:func:`~graphviz_autograd.views.shown.shown_names`); each level folds its boxes by
+the rule a summary folds by (:func:`~graphviz_autograd.views.collapsing.box_runs`)
+and takes its layout by :func:`~graphviz_autograd.views.page_fit.choose_layout`, and
+the overlays are rolled up onto its module boxes as onto a summary's.
 
 >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node
 >>> view = prepare(AutogradGraph((Node("n0", "op", "ExpBackward0"),), ()))
@@ -31,6 +38,7 @@ from ..graph.autograd_graph import AutogradGraph
 from ..options import DrawOptions, draw_options
 from .overlays import KeyItem, Overlay, overlay_names
 from .page_fit import Fitted, as_drawn, choose_layout, fit_to_page
+from .shown import shown_names
 
 # How the note of a summary is drawn in the picture.
 NOTE_ATTRS = {"shape": "note"}
@@ -45,7 +53,8 @@ class View(NamedTuple):
     was collapsed to (None: every node drawn), ``compact`` whether its ranks are set
     closer (a graph too long for a page at Graphviz's gap), ``note`` what the user is
     told ('' when nothing was left out), ``layout`` ``"dot"`` or ``"fixed"`` with
-    ``layout_note`` saying why the fixed one was taken, ``overlays`` the overlays
+    ``layout_note`` saying why the fixed one was taken (in a view of levels, the
+    layout asked, which each level chooses by), ``overlays`` the overlays
     rolled onto ``graph``'s ids, ``notes`` the boxes of text the picture adds (the
     note, wrapped), and ``source`` the walked graph it was prepared from, with the
     overlays as given (``source_overlays``), to prepare it again another way.
@@ -73,13 +82,20 @@ def prepare(
     options: Optional[DrawOptions] = None,
     *,
     overlays: Sequence[Overlay] = (),
+    levels: bool = False,
     **changes: Any,
 ) -> View:
     """The :class:`View` of ``graph`` drawn with ``options`` (or the keyword options of
-    ``make_dot``) and ``overlays``."""
+    ``make_dot``) and ``overlays``; with ``levels``, as an explorer page shows it
+    level by level (see the module's docstring)."""
     options = draw_options(options, **changes)
     overlays = tuple(overlays)
     overlay_names(overlays)
+    if levels:
+        return View(
+            graph=shown_names(graph), options=options, depth=None, compact=False, note="", layout=options.layout,
+            layout_note="", overlays=overlays, notes=(), source=graph, source_overlays=overlays,
+        )
     fitted = fit_to_page(graph, options)
     drawn = as_drawn(fitted.graph, options)
     layout, layout_note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)

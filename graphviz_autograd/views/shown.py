@@ -3,11 +3,14 @@
 Plain computation on an :class:`AutogradGraph`, shared by the DOT writer and the
 layouts so that both draw the same nodes: :func:`split_shared_leaves` draws a
 parameter used many times once per use, and :func:`shown_graph` leaves out the
-kinds of node a drawing hides.
+kinds of node a drawing hides. :func:`shown_text` is how any text is shown where it
+cannot be carried as it is (the DOT writer's escaping and the explorer's names both
+use it), and :func:`shown_names` is a graph with its names so.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from operator import itemgetter
 from typing import Dict, List, Mapping, Optional, Sequence
@@ -154,3 +157,55 @@ def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: boo
     nodes = tuple(n for n in graph.nodes if n.id not in hidden)
     edges = tuple(e for e in graph.edges if e.source not in hidden and e.target not in hidden)
     return AutogradGraph(nodes, edges, graph.params_given, graph.modules)
+
+
+# Characters shown as an escape instead of written raw: control characters (C0 and C1),
+# and those XML (so SVG) and UTF-8 cannot hold: lone surrogates, U+FFFE and U+FFFF.
+# Tabs and line breaks are kept in text of many lines, escaped in a one-line name.
+_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNSHOWABLE_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def shown_text(text: str, one_line: bool = True) -> str:
+    """``text`` with what a page or a drawing cannot show or carry written as an escape:
+    control characters as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE
+    and U+FFFF as ``\\uNNNN``. With ``one_line``, tabs and line breaks too (a name is
+    drawn on one line).
+
+    >>> print(shown_text("a\\x00b\\ud800c\\n"), shown_text("x\\ny", one_line=False) == "x\\ny")
+    a\\x00b\\ud800c\\x0a True
+    """
+    unshowable = _UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE
+    if unshowable.search(text) is None:
+        return text
+    return unshowable.sub(_shown_code, text)
+
+
+def _shown_code(match: re.Match) -> str:
+    code = ord(match.group())
+    return ("\\x%02x" if code < 0x100 else "\\u%04x") % code
+
+
+def shown_names(graph: AutogradGraph) -> AutogradGraph:
+    """``graph`` with every name and text as a page shows it (:func:`shown_text`).
+
+    A name may hold what neither Graphviz nor a page can take as it is: a NUL ends a
+    DOT string, a control character makes Graphviz's JSON invalid, and a lone
+    surrogate cannot be written as UTF-8. Escaped once, before the explorer's levels
+    and layouts are made of them, such a name is drawn, laid out and searched as text
+    (``a\\x00b``), as in a static drawing. Most graphs hold none: one search over all
+    their names says so, and they are returned as they are.
+    """
+    nodes = graph.nodes
+    names = "/".join([n for node in nodes for n in (node.label, node.module)]
+                     + [n for m in graph.modules for n in (m.path, m.type_name)])
+    texts = "/".join([t for node in nodes if node.note or node.attrs for t in (node.note, *(v for a in node.attrs for v in a))])
+    if _UNSHOWABLE_IN_A_LINE.search(names) is None and _UNSHOWABLE.search(texts) is None:
+        return graph
+    shown_nodes = tuple(
+        node._replace(label=shown_text(node.label), module=shown_text(node.module), note=shown_text(node.note, one_line=False),
+                      attrs=tuple((shown_text(k), shown_text(v, one_line=False)) for k, v in node.attrs))
+        for node in nodes
+    )
+    shown_modules = tuple(m._replace(path=shown_text(m.path), type_name=shown_text(m.type_name)) for m in graph.modules)
+    return AutogradGraph(shown_nodes, graph.edges, params_given=graph.params_given, modules=shown_modules)
