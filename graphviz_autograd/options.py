@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Union, cast
 
 from .errors import OptionError, check_choice
-from .graph.style import Theme, check_direction, resolve_theme
+from .graph.style import DIRECTIONS, Theme, resolve_theme
 
 LAYOUTS = ("auto", "dot", "fixed")
 # depth: the largest drawing that fits a page (the default), or every node.
@@ -141,7 +141,7 @@ _CHECKS: dict[str, Callable[[str, Any], object]] = {
     "show_attrs": _boolean,
     "show_saved": _boolean,
     "max_attr_chars": _positive_whole,
-    "direction": lambda name, value: check_direction(value),
+    "direction": lambda name, value: check_choice(name, value, DIRECTIONS),
     "show_no_grad": _boolean,
     "show_device": _boolean,
     "theme": lambda name, value: resolve_theme(value),  # a bad theme fails here, before any graph is walked

@@ -27,20 +27,9 @@ from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD,
-    CUT,
-    DATA,
-    LEAF,
-    NO_GRAD,
-    OP,
-    OUTPUT,
-    PARAMETER,
-    SAVED,
-    SAVED_BY,
-    SAVED_TENSOR_OF,
-    AutogradGraph,
-    Columns,
+    ACCUMULATE_GRAD, CUT, DATA, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, SAVED_TENSOR_OF,
 )
+from ..graph.autograd_graph import AutogradGraph, Columns
 
 if TYPE_CHECKING:
     from .recording import Recorder

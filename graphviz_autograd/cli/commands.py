@@ -94,6 +94,26 @@ def _model_run_options(command: Callable) -> Callable:
     )(command)
 
 
+def _drawing_switch(field: str, help: str) -> Callable[[Callable], Callable]:
+    """The on/off option of a DrawOptions ``field``, spelled as its keyword (``--split-shared``
+    and ``--no-split-shared``), with its default."""
+    flag = field.replace("_", "-")
+    return click.option(f"--{flag}/--no-{flag}", default=getattr(_DEFAULTS, field), show_default=True, help=help)
+
+
+def _seconds_option(flag: str, default: Optional[float], help: str) -> Callable[[Callable], Callable]:
+    """An option that takes a positive number of seconds."""
+    return click.option(
+        flag, type=click.FloatRange(min=0, min_open=True), default=default, show_default=True, metavar="SECONDS", help=help
+    )
+
+
+def _progress_options(command: Callable) -> Callable:
+    """The options every command takes on what it prints: --quiet and --debug."""
+    command = click.option("--debug", is_flag=True, help="Show the full traceback of an error.")(command)
+    return click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")(command)
+
+
 def _in_own_process(command: Callable[..., None]) -> Callable[..., None]:
     """Run the command's body apart, where a process exit or a crash in the model's
     code is seen and said, and Ctrl-C ends it with status 130 (see command_process)."""
@@ -118,8 +138,18 @@ def main() -> None:
     """
 
 
-@main.command(context_settings=CONTEXT_SETTINGS, short_help="Draw a model's backward graph (PDF, SVG, PNG, DOT, JSON or an HTML explorer).")
-@click.argument("model", metavar="MODEL")
+def _model_command(name: str, short_help: str) -> Callable[[Callable], click.Command]:
+    """A command of ``main`` that takes a model file, MODEL."""
+
+    def make(function: Callable) -> click.Command:
+        return main.command(name=name, context_settings=CONTEXT_SETTINGS, short_help=short_help)(
+            click.argument("model", metavar="MODEL")(function)
+        )
+
+    return make
+
+
+@_model_command("render", "Draw a model's backward graph (PDF, SVG, PNG, DOT, JSON or an HTML explorer).")
 @click.option(
     "-o",
     "--output",
@@ -151,12 +181,7 @@ def main() -> None:
     show_default=True,
     help="Layout direction: TB top to bottom, LR left to right.",
 )
-@click.option(
-    "--show-no-grad/--no-show-no-grad",
-    default=_DEFAULTS.show_no_grad,
-    show_default=True,
-    help="Draw the dashed boxes of inputs that carry no gradient.",
-)
+@_drawing_switch("show_no_grad", "Draw the dashed boxes of inputs that carry no gradient.")
 @click.option("--hide-no-grad", is_flag=True, hidden=True)  # the spelling of 0.1: --no-show-no-grad
 @click.option("--show-device", is_flag=True, default=_DEFAULTS.show_device, help="Add each tensor's device to its box.")
 @click.option(
@@ -187,13 +212,10 @@ def main() -> None:
     help="dot: Graphviz lays the graph out. fixed: our layered layout, fast at any size, drawn by "
     "'neato -n2'. auto: dot, unless it would take too long for the graph's size.",
 )
-@click.option(
+@_seconds_option(
     "--layout-budget",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_LAYOUT_BUDGET,
-    show_default=True,
-    metavar="SECONDS",
-    help="With --layout auto: the most seconds dot may lay the graph out; past them it is stopped "
+    DEFAULT_LAYOUT_BUDGET,
+    "With --layout auto: the most seconds dot may lay the graph out; past them it is stopped "
     "and the fixed layout is drawn, with a note.",
 )
 @click.option(
@@ -206,32 +228,15 @@ def main() -> None:
     "full: every node. fit: every node when the graph fits a page, else the deepest module summary "
     "that does, with a note.",
 )
-@click.option(
-    "--fold-repeated/--no-fold-repeated",
-    default=_DEFAULTS.fold_repeated,
-    show_default=True,
-    help="Draw a run of repeated blocks (h.0 ... h.11) once, not as separate copies.",
-)
+@_drawing_switch("fold_repeated", "Draw a run of repeated blocks (h.0 ... h.11) once, not as separate copies.")
 @click.option("--no-fold", is_flag=True, hidden=True)  # the spelling of 0.1: --no-fold-repeated
-@click.option(
-    "--clusters/--no-clusters",
-    default=_DEFAULTS.clusters,
-    show_default=True,
-    help="Draw modules as boxes around their nodes.",
-)
+@_drawing_switch("clusters", "Draw modules as boxes around their nodes.")
 @click.option("--show-shapes", is_flag=True, default=_DEFAULTS.show_shapes, help="Write the tensor shape on each edge.")
 @click.option("--shapes", is_flag=True, hidden=True)  # the spelling of 0.1: --show-shapes
-@click.option(
-    "--split-shared/--no-split-shared",
-    default=_DEFAULTS.split_shared,
-    show_default=True,
-    help="Draw a parameter used many times (an RNN's weights, once per step) once per use.",
-)
-@click.option(
-    "--junctions/--no-junctions",
-    default=_DEFAULTS.junctions,
-    show_default=True,
-    help="Draw an output read by many ops far below it as one trunk with a branch to each; "
+@_drawing_switch("split_shared", "Draw a parameter used many times (an RNN's weights, once per step) once per use.")
+@_drawing_switch(
+    "junctions",
+    "Draw an output read by many ops far below it as one trunk with a branch to each; "
     "--no-junctions draws each read as its own edge.",
 )
 @click.option(
@@ -242,22 +247,14 @@ def main() -> None:
     f"{DEFAULT_EXPAND_LIMIT:,}); a level whose view would draw more offers only level by level. "
     "0: no expanded views.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
-    metavar="SECONDS",
-    help="Give up on Graphviz's layout after this long.",
-)
+@_seconds_option("--timeout", DEFAULT_TIMEOUT, "Give up on Graphviz's layout after this long.")
 @click.option(
     "--no-record",
     "no_record",
     is_flag=True,
     help="Run the forward pass without recording it: no module clusters, no named reasons for cut gradients.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
-@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@_progress_options
 @_in_own_process
 def render(
     model: str,
@@ -266,31 +263,17 @@ def render(
     input_shapes: Optional[tuple[Shape, ...]],
     training: Optional[bool],
     name_leaves: bool,
-    show_attrs: bool,
-    show_saved: bool,
-    direction: str,
-    show_no_grad: bool,
     hide_no_grad: bool,
-    show_device: bool,
-    max_attr_chars: int,
-    legend: bool,
     diagnose: bool,
     profile: bool,
-    layout: str,
-    layout_budget: float,
-    depth: DepthOption,
-    fold_repeated: bool,
     no_fold: bool,
-    clusters: bool,
-    show_shapes: bool,
     shapes: bool,
-    split_shared: bool,
-    junctions: bool,
     expand_limit: Optional[int],
     timeout: float,
     no_record: bool,
     quiet: bool,
     debug: bool,
+    **drawing: Any,
 ) -> None:
     """Draw the backward graph of MODEL's output, or of the loss its file defines.
 
@@ -322,24 +305,12 @@ def render(
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
-        options = DrawOptions(  # checked before any model code runs
-            show_attrs=show_attrs,
-            show_saved=show_saved,
-            direction=direction,
-            show_no_grad=show_no_grad and not hide_no_grad,
-            show_device=show_device,
-            max_attr_chars=max_attr_chars,
-            legend=legend,
-            clusters=clusters,
-            show_shapes=show_shapes or shapes,
-            split_shared=split_shared,
-            depth=depth,
-            fold_repeated=fold_repeated and not no_fold,
-            layout=layout,
-            layout_budget=layout_budget,
-            junctions=junctions,
-            expand_limit=_DEFAULTS.expand_limit if expand_limit is None else expand_limit,
-        )
+        # Every other drawing flag is spelled as the DrawOptions field it sets; the hidden
+        # spellings of 0.1 are folded in. Checked before any model code runs.
+        drawing["show_no_grad"] = drawing["show_no_grad"] and not hide_no_grad
+        drawing["fold_repeated"] = drawing["fold_repeated"] and not no_fold
+        drawing["show_shapes"] = drawing["show_shapes"] or shapes
+        options = DrawOptions(**drawing, expand_limit=_DEFAULTS.expand_limit if expand_limit is None else expand_limit)
         spec = parse_model_spec(model)
         target, fmt = _output_and_format(spec, output, output_format)
         if expand_limit is not None and fmt != HTML:
@@ -362,9 +333,7 @@ def render(
             outputs = loaded.run(recorder)
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
-                                diagnose=diagnose, show_attrs=show_attrs, timeout=timeout,
-                                expand_limit=options.expand_limit, layout=options.layout,
-                                layout_budget=options.layout_budget, measured=measured)
+                                diagnose=diagnose, options=options, timeout=timeout, measured=measured)
                 assert target is not None  # an HTML page is never written to stdout
                 written = write_atomic(target, page.html().encode("utf-8"))
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
@@ -376,12 +345,7 @@ def render(
         _write(text, target, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
 
 
-@main.command(
-    name="check",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Report why parameters may not learn: unused, stray, frozen, cut, bad gradients.",
-)
-@click.argument("model", metavar="MODEL")
+@_model_command("check", "Report why parameters may not learn: unused, stray, frozen, cut, bad gradients.")
 @_model_run_options
 @click.option("--json", "as_json", is_flag=True, help="Write the findings as JSON instead of a table.")
 @click.option(
@@ -400,8 +364,7 @@ def render(
     help="Exit with 1 when any finding is this severe or more: 'warning' fails a CI run on unused "
     "parameters and cut gradients too.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
-@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@_progress_options
 @_in_own_process
 def check_command(
     model: str,
@@ -467,12 +430,7 @@ def check_command(
         sys.exit(1)
 
 
-@main.command(
-    name="profile",
-    context_settings=CONTEXT_SETTINGS,
-    short_help="Time a training step: the forward and backward time and backward memory of each module and op.",
-)
-@click.argument("model", metavar="MODEL")
+@_model_command("profile", "Time a training step: the forward and backward time and backward memory of each module and op.")
 @_model_run_options
 @click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
               help="Measure N steps (and N without the profiler, to state its overhead); the tables show medians.")
@@ -483,8 +441,7 @@ def check_command(
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
               help="List the N modules and the N ops with the most of each measure.")
 @click.option("--json", "as_json", is_flag=True, help="Write every node's measurements as JSON instead of the tables.")
-@click.option("-q", "--quiet", is_flag=True, help="Print no progress on stderr.")
-@click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@_progress_options
 def profile_command(
     model: str,
     input_shapes: Optional[tuple[Shape, ...]],
@@ -729,11 +686,8 @@ def _explore(
     name_leaves: bool,
     recorder: Optional[Recorder],
     diagnose: bool,
-    show_attrs: bool,
+    options: DrawOptions,
     timeout: float,
-    expand_limit: int = DEFAULT_EXPAND_LIMIT,
-    layout: str = "auto",
-    layout_budget: float = DEFAULT_LAYOUT_BUDGET,
     measured: Optional[StepProfile] = None,
 ) -> Any:
     """The explorer page of the outputs: one walk, with what check finds when asked, and with
@@ -751,8 +705,9 @@ def _explore(
             graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
         findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
-    return explore(graph, diagnose=findings, show_attrs=show_attrs, timeout=timeout, expand_limit=expand_limit,
-                   layout=layout, layout_budget=layout_budget, overlays=measured.overlays() if measured else (),
+    return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
+                   expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,
+                   overlays=measured.overlays() if measured else (),
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 

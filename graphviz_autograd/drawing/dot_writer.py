@@ -27,24 +27,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import describe, junction_lines, module_label_lines, shape_text, tensor_headline
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD,
-    DATA,
-    LEAF,
-    MODULE,
-    NO_GRAD,
-    NODE_KINDS,
-    OP,
-    OUTPUT,
-    PARAMETER,
-    SAVED,
-    AutogradGraph,
-    Columns,
-    ModuleInfo,
-    Node,
-    Shape,
-    new_record,
-    cut_location,
+    ACCUMULATE_GRAD, DATA, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
+from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location
 from ..views.junctions import Rerouted, plan_junctions
 from ..views.stacking import stacking_edges
 from ..graph.style import (

@@ -37,7 +37,8 @@ from .dot_writer import attr_list, body_lines, cluster_title, digraph, quote, to
 from ..views.page_fit import flow_pairs, node_size
 from ..views.prepared import View
 from ..views.stacking import longest_path_ranks, stacking_edges
-from ..graph.style import CLUSTER_ATTRS, check_direction
+from ..errors import check_choice
+from ..graph.style import CLUSTER_ATTRS, DIRECTIONS
 
 Position = Tuple[float, float]
 
@@ -52,7 +53,7 @@ NODE_GAP = 14.0
 RANK_GAP = 30.0
 SWEEPS = 4
 # A drawing longer than this (points, across its ranks) is folded into bands side by
-# side (see _fold): 200 inches, the most a PDF page may measure.
+# side (see _Bands): 200 inches, the most a PDF page may measure.
 FOLD_LONGER_THAN = 14_400.0
 FOLD_ASPECT = 1.4  # length over breadth a folded drawing comes nearest, as a portrait page
 BAND_GAP = 100.0  # between two bands, beside the gap each box keeps
@@ -68,7 +69,7 @@ def layered_positions(graph: AutogradGraph, direction: str = "TB", clusters: boo
     its neighbours). Then each rank is packed left to right, every node as near
     its barycenter as the widths allow, and centred on the drawing's axis. A
     drawing longer than a PDF page is folded into bands side by side (see
-    :func:`_fold`). ``direction`` turns the picture as Graphviz's ``rankdir`` does.
+    :class:`_Bands`). ``direction`` turns the picture as Graphviz's ``rankdir`` does.
     With ``clusters``, a recorded graph's nodes are laid out to be drawn in module
     boxes (see :func:`module_boxes`).
 
@@ -124,7 +125,7 @@ def module_boxes(graph: AutogradGraph, direction: str = "TB") -> List[Box]:
 
 
 def _layered(graph: AutogradGraph, direction: str, clusters: bool) -> _Layered:
-    check_direction(direction)
+    check_choice("direction", direction, DIRECTIONS)
     nodes = graph.nodes
     count = len(nodes)
     pairs = flow_pairs(graph)  # (upper, lower): data flows down
@@ -165,7 +166,7 @@ def _layered(graph: AutogradGraph, direction: str, clusters: bool) -> _Layered:
         centre = boxes.separate(rank, centre, breadth)
         crossing = boxes.crossing(rank)
         folding_breadth = boxes.with_margins(breadth)
-    shift, band = _fold(offset, rank_length, rank, centre, folding_breadth, crossing)
+    shift, band = _Bands(offset, rank_length, rank, centre, folding_breadth, crossing).fold()
 
     positions = {}
     along = [0.0] * count
@@ -188,15 +189,9 @@ def _turned(along: float, up: float, direction: str) -> Position:
     return up, -along
 
 
-def _fold(
-    offset: Dict[int, float],
-    rank_length: Dict[int, float],
-    rank: List[int],
-    centre: List[float],
-    breadth: List[float],
-    crossing: Optional[List[int]] = None,
-) -> Tuple[Dict[int, Tuple[float, float]], Dict[int, int]]:
-    """Rank -> (shift along the ranks, shift up) that folds a drawing too long to
+class _Bands:
+    """A drawing's ranks, top first, cut into bands of consecutive ranks: :meth:`fold`
+    gives rank -> (shift along the ranks, shift up) that folds a drawing too long to
     show into bands side by side, as a newspaper sets a long text in columns, and
     rank -> its band.
 
@@ -213,32 +208,9 @@ def _fold(
     each cut between two ranks, from the top, would split), a band ends where the
     fewest boxes are split, near where it would end otherwise.
     """
-    ranks = sorted(offset, reverse=True)  # from the top: a drawing is read from its inputs down
-    length = offset[ranks[0]] + rank_length[ranks[0]] / 2 if ranks else 0.0
-    if length <= FOLD_LONGER_THAN:
-        return dict.fromkeys(ranks, (0.0, 0.0)), dict.fromkeys(ranks, 0)
-    bands = _Bands(ranks, length, offset, rank_length, rank, centre, breadth, crossing)
-    # The drawing grows broader and shorter with every band: the fewest bands that
-    # make it no longer than FOLD_ASPECT, or one fewer if that is nearer.
-    low, high = 1, len(ranks)
-    while low < high:
-        middle = (low + high) // 2
-        if bands.aspect(middle) <= FOLD_ASPECT:
-            high = middle
-        else:
-            low = middle + 1
-    if low > 1 and abs(math.log(bands.aspect(low - 1) / FOLD_ASPECT)) < abs(math.log(bands.aspect(low) / FOLD_ASPECT)):
-        low -= 1
-    return bands.shifts(low)
-
-
-class _Bands:
-    """A drawing's ranks, top first, cut into bands of consecutive ranks (see :func:`_fold`)."""
 
     def __init__(
         self,
-        ranks: List[int],
-        length: float,
         offset: Dict[int, float],
         rank_length: Dict[int, float],
         rank: List[int],
@@ -246,8 +218,8 @@ class _Bands:
         breadth: List[float],
         crossing: Optional[List[int]] = None,
     ):
-        self.ranks = ranks
-        self.length = length
+        self.ranks = ranks = sorted(offset, reverse=True)  # from the top: a drawing is read from its inputs down
+        self.length = offset[ranks[0]] + rank_length[ranks[0]] / 2 if ranks else 0.0
         self.crossing = crossing
         # How far below the drawing's top each rank (in the order of ``ranks``) begins and ends.
         self.top = [self.length - offset[r] - rank_length[r] / 2 for r in ranks]
@@ -260,6 +232,25 @@ class _Bands:
             right[r] = max(right[r], c + b / 2)
         self.left = [left[r] for r in ranks]
         self.right = [right[r] for r in ranks]
+
+    def fold(self) -> Tuple[Dict[int, Tuple[float, float]], Dict[int, int]]:
+        """Rank -> (shift along, shift up), and rank -> its band: nothing moved when the
+        drawing is no longer than ``FOLD_LONGER_THAN``."""
+        ranks = self.ranks
+        if self.length <= FOLD_LONGER_THAN:
+            return dict.fromkeys(ranks, (0.0, 0.0)), dict.fromkeys(ranks, 0)
+        # The drawing grows broader and shorter with every band: the fewest bands that
+        # make it no longer than FOLD_ASPECT, or one fewer if that is nearer.
+        low, high = 1, len(ranks)
+        while low < high:
+            middle = (low + high) // 2
+            if self.aspect(middle) <= FOLD_ASPECT:
+                high = middle
+            else:
+                low = middle + 1
+        if low > 1 and abs(math.log(self.aspect(low - 1) / FOLD_ASPECT)) < abs(math.log(self.aspect(low) / FOLD_ASPECT)):
+            low -= 1
+        return self.shifts(low)
 
     def spans(self, bands: int, adjusted: bool = False) -> List[Tuple[int, int]]:
         """(first, end) of each band, as indices in ``ranks``, for ``bands`` bands of about equal length;

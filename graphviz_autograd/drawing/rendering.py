@@ -32,7 +32,7 @@ ENGINES = {"dot": (), "neato": ("-n2",)}
 # Arguments for one engine and format. A PNG is a bitmap of 4 bytes a pixel, and
 # Graphviz bounds only each side (32,767 pixels). A dot layout of a big model is a
 # tall strip that this bound keeps to tens of megapixels, but the fixed layout
-# folds a big graph into a block about as broad as it is long (layout._fold), which
+# folds a big graph into a block about as broad as it is long (layout._Bands), which
 # would make a bitmap of up to a gigapixel: GPT-2 with 250 layers, 24,002 by 32,456
 # pixels, took neato 27.7 s and 3.1 GB. Such a drawing is scaled down to fit 120
 # inches a side (11,520 pixels at Graphviz's 96 dpi): 4.5 s and 0.48 GB. A drawing
@@ -73,11 +73,6 @@ def find_dot(engine: str = "dot") -> str:
     return found
 
 
-def check_engine(engine: str) -> str:
-    check_choice("engine", engine, ENGINES)
-    return engine
-
-
 def check_timeout(timeout: Optional[float]) -> Optional[float]:
     """``timeout`` if it is a positive number of seconds, None for no limit; OptionError otherwise."""
     if timeout is None or timeout == math.inf:
@@ -115,7 +110,7 @@ def run_dot(
     """
     timeout_advice, killed_advice = advice or (TIMEOUT_ADVICE, KILLED_ADVICE)
     timeout = check_timeout(timeout)
-    check_engine(engine)
+    check_choice("engine", engine, ENGINES)
     executable = find_dot(engine)
     try:
         process = subprocess.Popen(
@@ -326,7 +321,7 @@ def render_source(
     """Write DOT ``source`` to ``path`` as DOT text or drawn by Graphviz ``engine`` (see :func:`run_dot`)."""
     fmt = format_for_path(path, format)
     check_timeout(timeout)
-    check_engine(engine)
+    check_choice("engine", engine, ENGINES)
     check_writable(path)
     data = source.encode("utf-8") if fmt == "dot" else run_dot(source, fmt, timeout=timeout, engine=engine)
     return write_atomic(path, data)

@@ -50,23 +50,8 @@ from ..errors import (
     LayoutTimeoutError,
     RenderError,
 )
-from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD,
-    CUT,
-    DATA,
-    LEAF,
-    NO_GRAD,
-    OP,
-    OUTPUT,
-    PARAMETER,
-    SAVED,
-    SAVED_BY,
-    AutogradGraph,
-    Edge,
-    ModuleInfo,
-    Node,
-    leaves_and_returns,
-)
+from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
+from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions

@@ -12,22 +12,11 @@ from __future__ import annotations
 
 from typing import Literal, Mapping, Optional, Union
 
-from ..errors import OptionError, check_choice
+from ..errors import OptionError
 from .autograd_graph import (
-    ACCUMULATE_GRAD,
-    CUT,
-    DATA,
-    LEAF,
-    MODULE,
-    NO_GRAD,
-    NODE_KINDS,
-    OP,
-    OUTPUT,
-    PARAMETER,
-    SAVED,
-    SAVED_BY,
-    NodeKind,
+    ACCUMULATE_GRAD, CUT, DATA, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY,
 )
+from .autograd_graph import NodeKind
 
 # nslimit=3 stops the network simplex that places nodes across the page after 3
 # iterations per node. Long edges make that step slow: dot puts a virtual node on
@@ -184,8 +173,3 @@ def resolve_theme(theme: Optional[Theme] = None) -> dict[str, dict[str, str]]:
                 f"got {type(override).__name__}."
             )
     return styles
-
-
-def check_direction(direction: str) -> str:
-    check_choice("direction", direction, DIRECTIONS)
-    return direction
