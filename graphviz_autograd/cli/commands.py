@@ -300,7 +300,7 @@ def render(
       graphviz-autograd render models.py:build --format json -o - > graph.json
       graphviz-autograd render exported.pt2 -o exported.dot
     """
-    from .model_file import load_model, parse_model_spec
+    from .model_file import parse_model_spec
     from ..capture.recording import record
 
     progress = _Progress(quiet)
@@ -323,10 +323,7 @@ def render(
         if fmt not in ("dot", JSON):
             _require_graphviz(spec, model)
         with _stdout_to_stderr(target is None):
-            progress(f"loading {model}...")
-            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
-            for note in loaded.notes:  # a decision made for the user: shown even with --quiet
-                click.echo(f"note: {note}", err=True)
+            loaded = _load(spec, model, input_shapes, training, progress)
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
             measured = _measured_step(loaded, progress) if profile else None
             recorder = None if no_record else record(loaded.model)
@@ -399,17 +396,14 @@ def check_command(
     import torch
 
     from ..checks.diagnosis import failing
-    from .model_file import load_model, parse_model_spec
+    from .model_file import parse_model_spec
     from ..capture.recording import record
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
         spec = parse_model_spec(model)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
-            progress(f"loading {model}...")
-            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
-            for note in loaded.notes:
-                click.echo(f"note: {note}", err=True)
+            loaded = _load(spec, model, input_shapes, training, progress)
             progress("running and recording the forward pass...")
             recorder = record(loaded.model)
             outputs = loaded.run(recorder)
@@ -471,7 +465,7 @@ def profile_command(
       graphviz-autograd profile samples/mnist_cnn.py
       graphviz-autograd profile net.py --device cuda --steps 10 --json > profile.json
     """
-    from .model_file import load_model, parse_model_spec
+    from .model_file import parse_model_spec
     from ..checks.profiling import check_device, profile_step
 
     progress = _Progress(quiet)
@@ -479,10 +473,7 @@ def profile_command(
         spec = parse_model_spec(model)
         target = check_device(device)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
-            progress(f"loading {model}...")
-            loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
-            for note in loaded.notes:
-                click.echo(f"note: {note}", err=True)
+            loaded = _load(spec, model, input_shapes, training, progress)
             if target.type != "cpu":
                 loaded = _moved_to(loaded, target)
             progress(
@@ -676,6 +667,19 @@ def _measured_step(loaded: LoadedModel, progress: "_Progress") -> StepProfile:
         measured = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss)
     progress(f"measured on {measured.device}: a step takes {measured.step_time * 1e3:.1f} ms")
     return measured
+
+
+def _load(
+    spec: ModelSpec, model: str, input_shapes: Optional[tuple[Shape, ...]], training: Optional[bool], progress: "_Progress"
+) -> LoadedModel:
+    """The model file's model and inputs, in the mode asked, its notes said."""
+    from .model_file import load_model
+
+    progress(f"loading {model}...")
+    loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
+    for note in loaded.notes:  # a decision made for the user: shown even with --quiet
+        click.echo(f"note: {note}", err=True)
+    return loaded
 
 
 def _explore(
