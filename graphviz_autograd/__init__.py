@@ -19,6 +19,7 @@ _HOMES = {
     "CheckFailedError": "errors",
     "Edge": "graph.autograd_graph",
     "Finding": "checks.diagnosis",
+    "Findings": "checks.diagnosis",
     "ModuleInfo": "graph.autograd_graph",
     "GraphvizAutogradError": "errors",
     "GraphvizNotFoundError": "errors",
@@ -51,6 +52,7 @@ __all__ = [
     "CheckFailedError",
     "Edge",
     "Finding",
+    "Findings",
     "ModuleInfo",
     "GraphvizAutogradError",
     "GraphvizNotFoundError",
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from .api import render as render
     from .views.collapsing import collapse as collapse
     from .checks.diagnosis import Finding as Finding
+    from .checks.diagnosis import Findings as Findings
     from .checks.diagnosis import check as check
     from .drawing.dot_writer import to_dot as to_dot
     from .explorer.pages import explore as explore

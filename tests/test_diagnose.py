@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from graphviz_autograd import AutogradGraph, Edge, Finding, Node, OptionError, check, make_dot, record, walk
-from graphviz_autograd.checks.diagnosis import examine, gradient_norms, saved_bytes_by_module
+from graphviz_autograd.checks.diagnosis import gradient_norms, saved_bytes_by_module
 from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, ModuleInfo
 
 
@@ -54,9 +54,9 @@ class ListWeights(nn.Module):
 def test_weight_in_a_plain_list_is_an_unregistered_leaf_error():
     model = ListWeights()
     x = torch.randn(1, 2)
-    exam = examine(model(x).sum(), model, inputs=(x,), top_memory=0)
-    assert summary(exam.findings) == {("error", "unregistered_leaf", "weights[0]")}
-    (finding,) = exam.findings
+    exam = check(model(x).sum(), model, inputs=(x,), top_memory=0)
+    assert summary(exam) == {("error", "unregistered_leaf", "weights[0]")}
+    (finding,) = exam
     kinds = {exam.graph.node(i).kind for i in finding.nodes}
     assert kinds == {PARAMETER, ACCUMULATE_GRAD}
     assert exam.graph.node(finding.nodes[0]).label == "weights[0]"
@@ -212,9 +212,9 @@ def test_weight_multiplied_by_zero_has_a_zero_gradient():
     a = nn.Parameter(torch.ones(2))
     b = nn.Parameter(torch.ones(2))
     loss = (a * 0).sum() + (b * 2).sum()
-    exam = examine(loss, params={"a": a, "b": b}, backward=True, top_memory=0)
-    assert summary(exam.findings) == {("warning", "grad_zero", "a")}
-    assert {exam.graph.node(i).kind for i in exam.findings[0].nodes} == {PARAMETER, ACCUMULATE_GRAD}
+    exam = check(loss, params={"a": a, "b": b}, backward=True, top_memory=0)
+    assert summary(exam) == {("warning", "grad_zero", "a")}
+    assert {exam.graph.node(i).kind for i in exam[0].nodes} == {PARAMETER, ACCUMULATE_GRAD}
 
 
 def test_dead_relu_zeroes_the_first_layer_after_backward():

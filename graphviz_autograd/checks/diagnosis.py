@@ -124,11 +124,14 @@ class Finding(NamedTuple):
         }
 
 
-class Examination(NamedTuple):
-    """What :func:`examine` returns: the graph it walked (None for gradient-only checks) and the findings."""
+class Findings(list):
+    """What :func:`check` returns: a list of :class:`Finding`, errors first, and
+    ``graph``, the graph they were found in (None for gradient-only checks), whose
+    node ids the findings use."""
 
-    graph: Optional[AutogradGraph]
-    findings: list[Finding]
+    def __init__(self, findings: Iterable[Finding] = (), graph: Optional[AutogradGraph] = None):
+        super().__init__(findings)
+        self.graph = graph
 
 
 def check(
@@ -141,8 +144,9 @@ def check(
     backward: bool = False,
     top_memory: int = DEFAULT_TOP_MEMORY,
     outlier_decades: float = DEFAULT_OUTLIER_DECADES,
+    collect_saved: bool = True,
     fail_on: Optional[str] = None,
-) -> list[Finding]:
+) -> Findings:
     """Findings about the backward graph of ``outputs`` and the gradients of ``model``, errors first.
 
     ``outputs`` is what :func:`~graphviz_autograd.capture.walking` takes (or a graph it
@@ -156,6 +160,11 @@ def check(
     with ``torch.autograd.grad``, leaving every ``.grad`` untouched; otherwise the
     parameters' ``.grad`` is read when any is set (after ``loss.backward()``).
     ``check(model=model)`` after ``backward()`` checks gradients alone.
+
+    The list returned is :class:`Findings`: its ``graph`` is the graph walked, whose
+    node ids the findings use. ``collect_saved=False`` walks without saved tensors (no
+    memory findings), so that node ids match a drawing made without
+    ``show_attrs``/``show_saved``.
 
     ``fail_on`` (``"error"``, ``"warning"`` or ``"info"``) raises
     :class:`~graphviz_autograd.errors.CheckFailedError`, an ``AssertionError``
@@ -171,62 +180,6 @@ def check(
     """
     if fail_on is not None:
         _check_severity(fail_on)  # before any work
-    findings = examine(
-        outputs,
-        model,
-        params,
-        recorder,
-        inputs=inputs,
-        backward=backward,
-        top_memory=top_memory,
-        outlier_decades=outlier_decades,
-    ).findings
-    return findings if fail_on is None else raise_on(findings, fail_on)
-
-
-def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
-    """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
-
-    >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
-    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
-    """
-    _check_severity(fail_on)
-    worst = SEVERITIES.index(fail_on)
-    return [f for f in findings if SEVERITIES.index(f.severity) <= worst]
-
-
-def raise_on(findings: list[Finding], fail_on: str, what: str = "check()") -> list[Finding]:
-    """Raise :class:`CheckFailedError` listing the findings at or above ``fail_on``; else return ``findings``."""
-    bad = failing(findings, fail_on)
-    if bad:
-        lines = "\n".join(f"  {f.severity} {f.code} {f.subject or '-'}: {f.message}" for f in bad)
-        count = f"{len(bad)} finding{'s' if len(bad) != 1 else ''}"
-        raise CheckFailedError(f"{what} found {count} at or above {fail_on!r}:\n{lines}", bad)
-    return findings
-
-
-def _check_severity(fail_on: str) -> bool:
-    check_choice("fail_on", fail_on, SEVERITIES, ", ".join(map(repr, SEVERITIES)))
-    return True
-
-
-def examine(
-    outputs: Any = None,
-    model: Optional[torch.nn.Module] = None,
-    params: Params = None,
-    recorder: Optional[Recorder] = None,
-    *,
-    inputs: Any = None,
-    backward: bool = False,
-    top_memory: int = DEFAULT_TOP_MEMORY,
-    outlier_decades: float = DEFAULT_OUTLIER_DECADES,
-    collect_saved: bool = True,
-) -> Examination:
-    """:func:`check`, also returning the graph it walked, whose node ids the findings use.
-
-    ``collect_saved=False`` walks without saved tensors (no memory findings), so
-    that node ids match a drawing made without ``show_attrs``/``show_saved``.
-    """
     if isinstance(params, torch.nn.Module) and model is None:
         model, params = params, None
     if model is not None and not isinstance(model, torch.nn.Module):
@@ -254,7 +207,7 @@ def examine(
                 "call loss.backward() first, or pass the outputs to check the graph."
             )
         findings = _frozen_findings(known, None) + _gradient_findings(known, _read_grads(known), None, outlier_decades)
-        return Examination(None, _by_severity(findings))
+        return _found(Findings(_by_severity(findings)), fail_on)
 
     graph = _as_graph(outputs, known, recorder, collect_saved)
     if backward:
@@ -263,7 +216,40 @@ def examine(
         grads = _read_grads(known)
     else:
         grads = None
-    return Examination(graph, examine_graph(graph, known, grads, top_memory=top_memory, outlier_decades=outlier_decades))
+    findings = examine_graph(graph, known, grads, top_memory=top_memory, outlier_decades=outlier_decades)
+    return _found(Findings(findings, graph), fail_on)
+
+
+def _found(findings: Findings, fail_on: Optional[str]) -> Findings:
+    if fail_on is not None:
+        raise_on(findings, fail_on)
+    return findings
+
+
+def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
+    """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
+
+    >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
+    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
+    """
+    _check_severity(fail_on)
+    worst = SEVERITIES.index(fail_on)
+    return [f for f in findings if SEVERITIES.index(f.severity) <= worst]
+
+
+def raise_on(findings: list[Finding], fail_on: str, what: str = "check()") -> list[Finding]:
+    """Raise :class:`CheckFailedError` listing the findings at or above ``fail_on``; else return ``findings``."""
+    bad = failing(findings, fail_on)
+    if bad:
+        lines = "\n".join(f"  {f.severity} {f.code} {f.subject or '-'}: {f.message}" for f in bad)
+        count = f"{len(bad)} finding{'s' if len(bad) != 1 else ''}"
+        raise CheckFailedError(f"{what} found {count} at or above {fail_on!r}:\n{lines}", bad)
+    return findings
+
+
+def _check_severity(fail_on: str) -> bool:
+    check_choice("fail_on", fail_on, SEVERITIES, ", ".join(map(repr, SEVERITIES)))
+    return True
 
 
 def examine_graph(
@@ -340,7 +326,7 @@ class _KnownTensors:
             self.inputs.update(named_tensors(inputs))
         self.buffers = dict(buffers)
         self.stray = self._stray_tensors() if model is not None else {}
-        # What a recorded forward pass saw beyond the graph (set by examine()).
+        # What a recorded forward pass saw beyond the graph (set by check()).
         self.frozen_in_forward: dict[str, str] = {}
         self.escapes: list[tuple[str, str, str]] = []
         self.frozen_used: set[str] = set()
@@ -935,7 +921,7 @@ def given_overlays(
     gradient norms of ``grad_colors`` (the model or its named parameters)."""
     overlays = []
     if diagnose is True:
-        overlays.append(finding_overlay(examine(graph, params=params).findings))
+        overlays.append(finding_overlay(check(graph, params=params)))
     elif diagnose is not False and diagnose is not None:
         overlays.append(finding_overlay(list(diagnose)))
     if grad_colors is not None:
@@ -952,13 +938,12 @@ __all__ = [
     "SATURATED",
     "UPDATE_RATIO",
     "ERROR",
-    "Examination",
+    "Findings",
     "Finding",
     "INFO",
     "SEVERITIES",
     "WARNING",
     "check",
-    "examine",
     "failing",
     "finding_overlay",
     "given_overlays",

@@ -34,7 +34,7 @@ from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
     from ..graph.autograd_graph import AutogradGraph
-    from ..checks.diagnosis import Examination, Finding
+    from ..checks.diagnosis import Finding, Findings
     from ..checks.profiling import StepProfile
     from .model_file import LoadedModel, ModelSpec, Shape
     from ..capture.recording import Recorder
@@ -412,9 +412,7 @@ def check_command(
                 click.echo("note: loss(output) is not one scalar, so gradients are not checked", err=True)
             progress("walking the graph" + (" and running backward..." if backward else "..."))
             with _model_named_in_errors(loaded):
-                findings = _examine(
-                    loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory
-                ).findings
+                findings = _examine(loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory)
     if as_json:
         click.echo(findings_json(findings), nl=False)
     else:
@@ -622,14 +620,14 @@ def _draw(
             graph: AutogradGraph = measured.graph  # the ids its measurements are for
             overlays.append(measured.overlay())
             if diagnose:
-                overlays.insert(0, finding_overlay(_examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings))
+                overlays.insert(0, finding_overlay(_examine(loaded, graph, name_leaves=name_leaves, recorder=recorder)))
         elif diagnose:
-            examination = _examine(
+            findings = _examine(
                 loaded, outputs, name_leaves=name_leaves, collect_saved=options.collect_saved, recorder=recorder
             )
-            assert examination.graph is not None
-            graph = examination.graph
-            overlays.append(finding_overlay(examination.findings))
+            assert findings.graph is not None
+            graph = findings.graph
+            overlays.append(finding_overlay(findings))
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(
@@ -707,7 +705,7 @@ def _explore(
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
-        findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder).findings if diagnose else False
+        findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder) if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
     return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
                    expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,
@@ -724,14 +722,14 @@ def _examine(
     backward: bool = False,
     recorder: Optional[Recorder] = None,
     top_memory: Optional[int] = None,
-) -> Examination:
-    from ..checks.diagnosis import DEFAULT_TOP_MEMORY, examine
+) -> Findings:
+    from ..checks.diagnosis import DEFAULT_TOP_MEMORY, check
 
     if top_memory is None:
         top_memory = DEFAULT_TOP_MEMORY
     if not name_leaves:
-        return examine(outputs, recorder=recorder, collect_saved=collect_saved, top_memory=top_memory)
-    return examine(
+        return check(outputs, recorder=recorder, collect_saved=collect_saved, top_memory=top_memory)
+    return check(
         outputs,
         loaded.model,
         recorder=recorder,

@@ -223,9 +223,9 @@ def explore(
         graph = walk(output, params, collect_saved=True, collect_shapes=True, recorder=recorder)
     findings: list = []
     if diagnose is True:
-        from ..checks.diagnosis import examine
+        from ..checks.diagnosis import check
 
-        findings = examine(graph, params=params if graph.params_given else None).findings
+        findings = check(graph, params=params if graph.params_given else None)
     elif diagnose is not False and diagnose is not None:
         findings = list(diagnose)
     colours = [saved_bytes_overlay(graph)]
