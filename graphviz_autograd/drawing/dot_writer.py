@@ -25,7 +25,7 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from ..graph.module_tree import ModuleTree
-from ..graph.descriptions import describe, junction_lines, module_label_lines, shape_text, tensor_headline
+from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe, junction_lines, module_label_lines, shape_text, tensor_headline
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
@@ -55,8 +55,6 @@ from .overlay_styles import overlay_styles
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
 _JOIN_EVERY = 16_384
-UNNAMED = "(unnamed)"
-NO_GRAD_TEXT = "no grad"
 
 # Kinds whose box shows a tensor's name over its shape (see _Writer.tensor_values).
 _TENSOR_KINDS = frozenset((OUTPUT, PARAMETER, LEAF, SAVED))
@@ -754,7 +752,7 @@ class _Writer:
     def cut_lines(self, node: Node) -> list[str]:
         """A no-grad input: how it lost its gradient and where, when a recorder saw it."""
         if not node.label:
-            return [NO_GRAD_TEXT]
+            return [NO_GRAD_LABEL]
         where = cut_location(node)
         return [self.cut_name(node.label), f"at {where}"] if where else [self.cut_name(node.label)]
 

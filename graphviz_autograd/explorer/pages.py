@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
-from ..graph.descriptions import count_text, describe_op, plural, shape_text
+from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe_op, module_box_lines, shape_text
 from ..drawing.dot_writer import label as dot_label
 from ..drawing.dot_writer import attr_list, digraph, quote
 from ..errors import (
@@ -866,11 +866,11 @@ def _item_lines(item: list, templates: list[dict]) -> list[str]:
     if kind in (PORT_IN, PORT_OUT):
         return [item[1]]
     if kind in (PARAMETER, LEAF):
-        return [_short(item[1] or "(unnamed)"), item[2]]
+        return [_short(item[1] or UNNAMED), item[2]]
     if kind == OUTPUT:
         return [_short(item[1] or "output"), item[2]]
     if kind == NO_GRAD:
-        return [_short(item[1] or "no grad")]
+        return [_short(item[1] or NO_GRAD_LABEL)]
     return [_short(item[1])]
 
 
@@ -881,8 +881,8 @@ def box_lines(item: Sequence[Any]) -> list[str]:
     ['h.0 … h.3', 'GPT2Block ×4', '27 ops, 7.1M params']
     """
     _, name, type_name, repeats, _, ops, params = item[:7]
-    counts = plural(ops, "op") + (f", {count_text(params)} params" if params else "")
-    return [_short(name), _short(type_name + (f" \u00d7{repeats}" if repeats > 1 else "")), counts]
+    kind_line, counts = module_box_lines(type_name, repeats, ops, params)
+    return [_short(name), _short(kind_line), counts]
 
 
 def _short(text: str) -> str:

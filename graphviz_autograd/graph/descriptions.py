@@ -195,18 +195,28 @@ def module_summary(node: Node) -> dict[str, str]:
     return dict(node.attrs)
 
 
+# What a box says of a tensor without a name, and of an input without gradient whose
+# origin is not known.
+UNNAMED = "(unnamed)"
+NO_GRAD_LABEL = "no grad"
+
+
 def module_label_lines(node: Node) -> list[str]:
     """The lines under a module box's path: its class (×N when folded), ops and parameters."""
     summary = module_summary(node)
-    repeats = summary.get("repeats")
-    kind_line = summary.get("type", "")
-    if repeats:
-        kind_line += f" \u00d7{repeats}"
-    counts = plural(int(summary.get("ops", "0")), "op")
-    params = int(summary.get("params", "0"))
-    if params:
-        counts += f", {count_text(params)} params"
-    return [kind_line, counts]
+    return module_box_lines(
+        summary.get("type", ""), int(summary.get("repeats") or 1), int(summary.get("ops", "0")), int(summary.get("params", "0"))
+    )
+
+
+def module_box_lines(type_name: str, repeats: int, ops: int, params: int) -> list[str]:
+    """A module box's class (×N for N alike blocks folded into it), and its ops and parameters.
+
+    >>> module_box_lines("GPT2Block", 4, 27, 7087872)
+    ['GPT2Block ×4', '27 ops, 7.1M params']
+    """
+    counts = plural(ops, "op") + (f", {count_text(params)} params" if params else "")
+    return [type_name + (f" \u00d7{repeats}" if repeats > 1 else ""), counts]
 
 
 def shape_text(shape: Optional[tuple[int, ...]]) -> str:

@@ -566,7 +566,8 @@ def _drawn_nodes(source: str, theme: Optional[Theme]) -> dict[str, Counter[str]]
 
     A node's kind is read from its style attributes, which style.py sets per kind.
     """
-    from ..drawing.dot_writer import UNNAMED, attr_value, read_label
+    from ..drawing.dot_writer import attr_value, read_label
+    from ..graph.descriptions import UNNAMED
     from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED
     from ..graph.style import resolve_theme
 
