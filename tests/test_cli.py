@@ -583,6 +583,18 @@ def test_missing_dot_names_the_install_and_dot_still_works(workdir, monkeypatch,
     assert (workdir / "out.dot").read_text().startswith("digraph {")
 
 
+def test_an_html_page_with_the_fixed_layout_needs_no_graphviz(workdir, monkeypatch):
+    render_module = importlib.import_module("graphviz_autograd.drawing.rendering")
+    write_bad_files(workdir)
+    monkeypatch.setattr(render_module.shutil, "which", lambda name, *a, **k: None)
+    refused = invoke("render", "good.py", "-o", "page.html")
+    assert refused.exit_code == 1 and not (workdir / "page.html").exists()
+    assert "graphviz-autograd render good.py -o good.html --layout fixed" in refused.stderr
+    result = invoke("render", "good.py", "-o", "page.html", "--layout", "fixed", "-q")
+    assert result.exit_code == 0, result.output
+    assert "fixed layered layout" in (workdir / "page.html").read_text(encoding="utf-8")
+
+
 def test_debug_shows_the_traceback(workdir):
     write_bad_files(workdir)
     result = invoke("render", "raises.py", "--debug")

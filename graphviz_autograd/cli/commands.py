@@ -320,8 +320,8 @@ def render(
             )
         if target is not None:
             check_writable(target)
-        if fmt not in ("dot", JSON):
-            _require_graphviz(spec, model)
+        if fmt not in ("dot", JSON) and not (fmt == HTML and options.layout == "fixed"):
+            _require_graphviz(spec, model, fmt)
         with _stdout_to_stderr(target is None):
             loaded = _load(spec, model, input_shapes, training, progress)
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
@@ -580,14 +580,18 @@ def _output_and_format(spec: ModelSpec, output: Optional[str], output_format: Op
     return Path(output), fmt
 
 
-def _require_graphviz(spec: ModelSpec, model: str) -> None:
-    """Fail before any model code runs when the format needs Graphviz and it is missing."""
+def _require_graphviz(spec: ModelSpec, model: str, fmt: str) -> None:
+    """Fail before any model code runs when the format needs Graphviz and it is missing,
+    saying what works without it."""
     try:
         find_dot()
     except GraphvizNotFoundError as error:
-        raise GraphvizNotFoundError(
-            f"{error} DOT output works without it: graphviz-autograd render {model} -o {spec.stem}.dot"
-        ) from error
+        if fmt == HTML:
+            instead = ("an .html page laid out by the fixed layout works without it: "
+                       f"graphviz-autograd render {model} -o {spec.stem}.html --layout fixed")
+        else:
+            instead = f"DOT output works without it: graphviz-autograd render {model} -o {spec.stem}.dot"
+        raise GraphvizNotFoundError(f"{error} {instead[0].upper()}{instead[1:]}") from error
 
 
 def _draw(
