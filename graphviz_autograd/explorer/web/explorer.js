@@ -22,18 +22,12 @@
   // Light to dark: the same blues as the static drawings' gradient scale.
   var SCALE = ['#f7fbff', '#deebf7', '#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c', '#08306b'];
 
-  var canvas = document.getElementById('canvas');
-  var breadcrumb = document.getElementById('breadcrumb');
-  var levelNote = document.getElementById('level-note');
-  var details = document.getElementById('details');
-  var legend = document.getElementById('legend');
-  var searchBox = document.getElementById('search');
-  var hitsSection = document.getElementById('hits-section');
-  var hitsList = document.getElementById('hits');
-  var hitsTitle = document.getElementById('hits-title');
-  var metricSelect = document.getElementById('metric');
-  var table = document.getElementById('table');
-  var expandButton = document.getElementById('expand');
+  // The parts of the page (explorer.html), by their ids.
+  function part(id) { return document.getElementById(id); }
+  var canvas = part('canvas'), breadcrumb = part('breadcrumb'), levelNote = part('level-note');
+  var details = part('details'), legend = part('legend'), table = part('table'), expandButton = part('expand');
+  var searchBox = part('search'), hitsSection = part('hits-section'), hitsList = part('hits'), hitsTitle = part('hits-title');
+  var metricSelect = part('metric');
 
   // --- derived once ---------------------------------------------------------------
 
@@ -1095,8 +1089,8 @@
     });
   }
   function drawTable() {
-    var head = document.getElementById('table-columns');
-    var body = document.getElementById('table-rows');
+    var head = part('table-columns');
+    var body = part('table-rows');
     head.textContent = '';
     body.textContent = '';
     COLUMNS.forEach(function (column) {
@@ -1132,7 +1126,7 @@
   }
   function showTable(show) {
     table.hidden = !show;
-    document.getElementById('table-button').setAttribute('aria-expanded', String(show));
+    part('table-button').setAttribute('aria-expanded', String(show));
     if (show) drawTable();
   }
 
@@ -1181,10 +1175,10 @@
   metricSelect.addEventListener('change', function () { open(current, { keepDetails: true, expanded: expanded }); });
   if (stepInput) stepInput.addEventListener('input', function () { setStep(Number(stepInput.value)); });
   expandButton.addEventListener('click', toggleExpanded);
-  document.getElementById('fit').addEventListener('click', fitView);
-  document.getElementById('up').addEventListener('click', up);
-  document.getElementById('table-button').addEventListener('click', function () { showTable(table.hidden); });
-  document.getElementById('table-close').addEventListener('click', function () { showTable(false); });
+  part('fit').addEventListener('click', fitView);
+  part('up').addEventListener('click', up);
+  part('table-button').addEventListener('click', function () { showTable(table.hidden); });
+  part('table-close').addEventListener('click', function () { showTable(false); });
   window.addEventListener('resize', function () { if (panZoom) { panZoom.resize(); } });
 
   // One path along the segments of a route (join, trunk, branch), in order: where a
@@ -1194,7 +1188,7 @@
   function joinedPath(route, segments) {
     var points = [], label = null;
     route.forEach(function (position) {
-      var part = segments[position], c = part[0];
+      var segment = segments[position], c = segment[0];
       if (c.length < 2) return;
       if (points.length) {
         var x = points[points.length - 2], y = points[points.length - 1];
@@ -1203,7 +1197,7 @@
       } else {
         points = c.slice();
       }
-      if (part[2]) label = part[2];
+      if (segment[2]) label = segment[2];
     });
     var last = segments[route[route.length - 1]];
     return [points, last ? last[1] : null, label];
