@@ -276,7 +276,8 @@ def _body_pieces(
     columns = writer.columns
     with_junctions = options.junctions if junctions is None else junctions
     rerouted = plan_junctions(len(writer.ids), columns.links, reads=shown.source_reads()) if with_junctions else None
-    junction_lines = _junction_lines(columns, rerouted) if rerouted is not None else []
+    numbered = writer.raw_columns.ids is None
+    junction_lines = _junction_lines(columns, rerouted, numbered) if rerouted is not None else []
     if clusters and shown.modules:
         yield from _cluster_lines(columns, shown.modules, writer, view.compact, rerouted, junction_lines)
     elif in_runs:
@@ -298,29 +299,46 @@ def _body_pieces(
     yield from tail
 
 
-def _junction_lines(columns: Columns, rerouted: Rerouted) -> list[tuple[str, str]]:
+def _junction_lines(columns: Columns, rerouted: Rerouted, numbered: bool = False) -> list[tuple[str, str]]:
     """(id, line) of each junction of ``rerouted``: a point named after the first node whose
-    output runs through it, ``n12_j0``, with a tooltip saying whose outputs branch there."""
+    output runs through it, ``n12_j0``, with a tooltip saying whose outputs branch there.
+    ``numbered``: the graph's ids are a walk's ``n0, n1, ...``, which no junction id can be."""
     ids = columns.ids
     assert ids is not None
-    # A hand-built graph may hold any id: the junctions' ids take a suffix none of them has.
-    taken = set(ids)
     suffix = "_j"
-    while any(f"{ids[j.owner]}{suffix}{j.number}" in taken for j in rerouted.junctions):
-        suffix += "j"
+    if not numbered:
+        # A hand-built graph may hold any id: the junctions' ids take a suffix none of them has.
+        taken = set(ids)
+        while any(f"{ids[j.owner]}{suffix}{j.number}" in taken for j in rerouted.junctions):
+            suffix += "j"
     contents = columns.contents
+    shown: dict[int, tuple[str, str]] = {}  # node index -> (kind, label); a bus names each output many times
 
     def kind_and_label(index: int) -> tuple[str, str]:
-        return (contents[index][0], contents[index][1]) if index < len(contents) else ("", ids[index])
+        found = shown.get(index)
+        if found is None:
+            found = shown[index] = (contents[index][0], contents[index][1]) if index < len(contents) else ("", ids[index])
+        return found
 
     lines = []
+    templates = _junction_templates()
     for junction in rerouted.junctions:
-        attrs = dict(JUNCTION_ATTRS[junction.kind])
-        sources = [kind_and_label(source) for source in junction.sources]
-        attrs["tooltip"] = tooltip_value(junction_lines(sources, len(junction.reads), junction.further))
+        head, tail = templates[junction.kind]
+        tooltip = tooltip_value(junction_lines(list(map(kind_and_label, junction.sources)), len(junction.reads), junction.further))
         junction_id = f"{ids[junction.owner]}{suffix}{junction.number}"
-        lines.append((junction_id, f"\t{junction_id} [{attr_list(attrs, quoted=('tooltip',))}]\n"))
+        lines.append((junction_id, f"\t{junction_id} [{head}{tooltip}{tail}]\n"))
     return lines
+
+
+@functools.lru_cache(maxsize=1)
+def _junction_templates() -> dict[str, tuple[str, str]]:
+    """Edge kind -> a junction's attribute list cut where its tooltip goes, written by
+    :func:`attr_list` once: JUNCTION_ATTRS is a constant of the package."""
+    # A placeholder no written text can hold (see _attr_template).
+    return {
+        kind: tuple(attr_list(dict(attrs, tooltip="\x00"), quoted=("tooltip",)).split("\x00"))  # type: ignore[misc]
+        for kind, attrs in JUNCTION_ATTRS.items()
+    }
 
 
 def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:

@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import itemgetter
-from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from itertools import compress
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .stacking import longest_path_ranks
+from .stacking import link_ranks
 from ..graph.style import JOIN_OF, TRUNK_OF
 
 # Long reads of one output (of one edge kind) from which they go through junctions.
@@ -115,6 +116,7 @@ def plan_junctions(
     # read: an output needs min_long_reads + 1 edges for a trunk. (A transformer layer's
     # normalised input, read by q, k, v and the residual, has four, and costs no ranking.)
     needed = min_long_reads + 1
+    sources = None
     if reads is None:
         # Most graphs have no output read that often. Each output read n times is n - 1
         # edges more than the outputs read: a set tells, in half the time of a count.
@@ -125,28 +127,50 @@ def plan_junctions(
     read_counts = reads
     if not read_counts or max(read_counts.values()) < needed:
         return None
+    if sources is None:
+        sources = list(map(itemgetter(0), links))
     candidates = {source for source, reads in read_counts.items() if reads >= needed}
-    rank = longest_path_ranks(count, [(link[0], link[1]) for link in links if link[0] != link[1]])
+    rank = link_ranks(count, links)
     planner = _Planner(count, links, rank)
-    for (source, kind), positions in _long_reads(links, rank, candidates.__contains__).items():
+    # Only the edges of the outputs looked at are read one by one, found in C-level passes.
+    for (source, kind), positions in _long_reads(links, rank, _reads_of(sources, candidates)).items():
         if len(positions) >= min_long_reads:
             planner.add_trunk(source, kind, positions, new_junctions=True)
     if not planner.made:
         return None
     # An output read fewer times joins a bus that already runs past all its readers:
-    # one more line into it, no more points.
-    for (source, kind), positions in _long_reads(links, rank, lambda source: source not in planner.trunked).items():
-        planner.add_trunk(source, kind, positions, new_junctions=False)
+    # one more line into it, no more points. Only an output that feeds some op reading
+    # a junction can, and only when every op its long reads of a kind go to reads a
+    # junction of that kind; the others, most outputs of a graph, are not looked at.
+    readers: Dict[str, set] = {}
+    for junction in planner.made:
+        readers.setdefault(junction[2], set()).update(map(itemgetter(0), junction[4]))
+    any_reader = set().union(*readers.values())
+    feeding = set(compress(sources, map(any_reader.__contains__, map(itemgetter(1), links)))) - planner.trunked
+    for (source, kind), positions in _long_reads(links, rank, _reads_of(sources, feeding)).items():
+        if all(links[p][1] in readers.get(kind, ()) for p in positions):
+            planner.add_trunk(source, kind, positions, new_junctions=False)
     return planner.rerouted()
 
 
-def _long_reads(links: Sequence[tuple], rank: List[int], wanted: Callable[[int], bool]) -> Dict[Tuple[int, str], List[int]]:
-    """(source, kind) -> positions in ``links`` of the long reads of ``wanted`` sources' outputs,
-    by kinds that can have a trunk: reads that cross a rank on their way."""
+def _reads_of(sources: List[int], wanted: set) -> List[int]:
+    """Positions of the edges whose source (``sources``, by position) is in ``wanted``, in order."""
+    return list(compress(range(len(sources)), map(wanted.__contains__, sources)))
+
+
+def _long_reads(links: Sequence[tuple], rank: List[int], positions: List[int]) -> Dict[Tuple[int, str], List[int]]:
+    """(source, kind) -> those of ``positions`` in ``links`` that are long reads, by kinds that
+    can have a trunk: reads that cross a rank on their way. In the order of ``positions``."""
     found: Dict[Tuple[int, str], List[int]] = {}
-    for position, (source, target, rest) in enumerate(links):
-        if rest[0] in TRUNK_OF and rank[source] - rank[target] >= 2 and wanted(source):
-            found.setdefault((source, rest[0]), []).append(position)
+    for position in positions:
+        source, target, rest = links[position]
+        if rest[0] in TRUNK_OF and rank[source] - rank[target] >= 2:
+            key = (source, rest[0])
+            known = found.get(key)
+            if known is None:
+                found[key] = [position]
+            else:
+                known.append(position)
     return found
 
 
@@ -168,15 +192,26 @@ class _Planner:
         """Draw the reads at ``positions`` (of ``source``'s output, of edge ``kind``) through
         junctions: shared ones from the bottom up as far as they go, new ones above them
         (when ``new_junctions``; otherwise only when none is needed)."""
-        links, made, count = self.links, self.made, self.count
-        bands = _bands(positions, links, self.rank)
-        shared_rest = _shared_rest([links[position][2] for position in positions])
+        links, made, count, rank = self.links, self.made, self.count, self.rank
+        reads = [links[position] for position in positions]
+        shared_rest = _shared_rest([read[2] for read in reads])
         plain = (kind, None, None)
-        # A branch: (target, rest); a trunk's reads of one shape write it once, on the trunk.
+        # The reads by the rank of the op reading (a band), in edge order within a rank,
+        # each as (position, branch). A branch: (target, rest); a trunk's reads of one
+        # shape write it once, on the trunk.
+        by_rank: Dict[int, List[tuple]] = {}
+        for position, (_, target, rest) in zip(positions, reads):
+            read = (position, (target, plain if shared_rest is not None else rest))
+            same_rank = by_rank.get(rank[target])
+            if same_rank is None:
+                by_rank[rank[target]] = [read]
+            else:
+                same_rank.append(read)
+        bands = [by_rank[band_rank] for band_rank in sorted(by_rank, reverse=True)]  # top first
         # Sorted by reader alone: rests need not compare (a shape may be None in one, a tuple in another).
         branches = [
-            tuple(sorted(((links[p][1], plain if shared_rest is not None else links[p][2]) for p in band), key=itemgetter(0)))
-            for band in bands
+            (reads_here[0][1],) if len(reads_here) == 1 else tuple(sorted(map(itemgetter(1), reads_here), key=itemgetter(0)))
+            for reads_here in bands
         ]
         below: Optional[int] = None
         first_new = len(bands)
@@ -197,9 +232,8 @@ class _Planner:
             self.numbers[source] += 1
             if shareable:
                 self.known[(kind, branches[band], after)] = top + band
-            for position in bands[band]:
-                target, rest = links[position][1], links[position][2]
-                self.branch_at[position] = (count + top + band, target, plain if shared_rest is not None else rest)
+            for position, (target, rest) in bands[band]:
+                self.branch_at[position] = (count + top + band, target, rest)
         first = top if first_new else below
         assert first is not None  # a trunk has a band
         # The output joins at its first junction; a shape shared by all its reads rides there.
@@ -218,15 +252,22 @@ class _Planner:
             at = made[at][5]
 
     def rerouted(self) -> Rerouted:
+        # The edges between the reads drawn through junctions stay as they are: copied by
+        # the slice, not one by one.
+        links, trunk_at, branch_at = self.links, self.trunk_at, self.branch_at
         rerouted: List[tuple] = []
-        for position, link in enumerate(self.links):
-            rerouted.extend(self.trunk_at.get(position, ()))
-            if position in self.through:
-                branch = self.branch_at.get(position)  # a read through a shared junction has its branch already
-                if branch is not None:
-                    rerouted.append(branch)
-            else:
-                rerouted.append(link)
+        done = 0
+        for position in sorted(self.through):  # each trunk's first read among them
+            if position > done:
+                rerouted.extend(links[done:position])
+            trunk = trunk_at.get(position)
+            if trunk is not None:
+                rerouted.extend(trunk)
+            branch = branch_at.get(position)  # a read through a shared junction has its branch already
+            if branch is not None:
+                rerouted.append(branch)
+            done = position + 1
+        rerouted.extend(links[done:])
         made = self.made
         further = [0] * len(made)
         for index in _bottom_up(made):
@@ -288,19 +329,6 @@ def link_routes(rerouted: Rerouted, links: Sequence[tuple]) -> List[Tuple[int, .
         branched[(junction, target)] += 1
         routes.append(tuple(route))
     return routes
-
-
-def _bands(positions: List[int], links: Sequence[tuple], rank: List[int]) -> List[List[int]]:
-    """The reads at ``positions`` in ``links`` grouped by the rank of the op reading, top first,
-    in the order of their edges within a rank."""
-    ordered = sorted(positions, key=lambda position: -rank[links[position][1]])
-    bands: List[List[int]] = []
-    for position in ordered:
-        if bands and rank[links[bands[-1][0]][1]] == rank[links[position][1]]:
-            bands[-1].append(position)
-        else:
-            bands.append([position])
-    return bands
 
 
 def _bottom_up(made: List[list]) -> List[int]:

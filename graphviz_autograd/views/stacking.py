@@ -27,6 +27,8 @@ embedding.
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import not_
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..graph.autograd_graph import CUT, DATA
@@ -136,20 +138,46 @@ def longest_path_ranks(count: int, pairs: Sequence[Tuple[int, int]]) -> List[int
 
     Nodes on a cycle (only a hand-made graph has one) keep rank 0 plus what their
     other consumers give them.
+
+    >>> longest_path_ranks(3, [(2, 1), (1, 0), (2, 0)])
+    [0, 1, 2]
     """
     uppers: List[List[int]] = [[] for _ in range(count)]
     waiting = [0] * count  # consumers not yet ranked
     for upper, lower in pairs:
         uppers[lower].append(upper)
         waiting[upper] += 1
-    rank = [0] * count
-    queue = [i for i in range(count) if waiting[i] == 0]
+    return _ranked(uppers, waiting)
+
+
+def link_ranks(count: int, links: Sequence[Tuple[int, int, tuple]]) -> List[int]:
+    """:func:`longest_path_ranks` of edges given as ``Columns.links`` (``(source, target,
+    rest)``, the source above), loops left out: the same ranks without a list of pairs
+    made first, which on a graph drawn with junctions was a fifth of their planning.
+
+    >>> link_ranks(3, [(2, 1, ()), (1, 0, ()), (2, 0, ()), (1, 1, ())])
+    [0, 1, 2]
+    """
+    uppers: List[List[int]] = [[] for _ in range(count)]
+    waiting = [0] * count
+    for upper, lower, _ in links:
+        if upper != lower:
+            uppers[lower].append(upper)
+            waiting[upper] += 1
+    return _ranked(uppers, waiting)
+
+
+def _ranked(uppers: List[List[int]], waiting: List[int]) -> List[int]:
+    """Kahn's algorithm from the nodes that feed nothing up: ``uppers[i]`` feed node i, and
+    ``waiting[i]`` counts the edges leaving node i (counted down as they are ranked)."""
+    rank = [0] * len(waiting)
+    queue = list(compress(range(len(waiting)), map(not_, waiting)))  # nodes that feed nothing
     for lower in queue:  # the list grows while it is read: a queue without popping
         below = rank[lower] + 1
         for upper in uppers[lower]:
             if rank[upper] < below:
                 rank[upper] = below
             waiting[upper] -= 1
-            if waiting[upper] == 0:
+            if not waiting[upper]:
                 queue.append(upper)
     return rank
