@@ -30,6 +30,7 @@ the step ends (:meth:`StepMeasures.flat`):
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import torch
@@ -83,12 +84,24 @@ class Layout(NamedTuple):
         return values, counts
 
 
+class _Measured(NamedTuple):
+    """The last tensor measured (a module output or a gradient): a block whose output is its
+    last child's (a transformers MLP's is its dropout's) hands on the same tensor, unchanged
+    when its version is the same, and its numbers are taken again instead of measured again."""
+
+    tensor: "weakref.ref[torch.Tensor]"
+    version: int
+    row: int  # an output's place among the outputs
+    norm: Optional[torch.Tensor]  # a gradient's norm
+    sample: Optional[torch.Tensor]
+
+
 class StepMeasures:
     """The tensors one logged step measures, kept as the step runs; :meth:`flat` reduces them
     to one vector on their device. Holds only tensors of its own (reductions and copied
     samples), none of the model's, except parameters' samples taken when the step ends."""
 
-    def __init__(self, histograms: bool, sample: Optional[int]):
+    def __init__(self, histograms: bool, sample: Optional[int], scratch_size: int = 0):
         self.with_histograms = histograms
         self.sample = sample
         # Module call outputs: per output, its path, element count and unit count; its sum, sum
@@ -104,7 +117,18 @@ class StepMeasures:
         # Statistics measured for many keys at once: (statistic, keys, vector).
         self._vectors: list[tuple[str, list[str], torch.Tensor]] = []
         self._histogram_keys: list[tuple[str, str]] = []
+        # Samples of the histograms, copies of ours: one tensor per histogram or per call of
+        # histograms(), and how many elements of them each histogram counts.
         self._samples: list[torch.Tensor] = []
+        self._sample_sizes: list[int] = []
+        # Room for the signs of the largest output: one allocation per step, not one per output
+        # (a 4-layer GPT-2's 55 outputs made 26 MB of them per step, and the page faults of
+        # memory handed back to the system and taken again). ``scratch_size`` is a hint, from
+        # the step before, of how large; the watcher keeps no tensor from one step to the next.
+        self._scratch: Optional[torch.Tensor] = None
+        self.scratch_size = scratch_size
+        self._last_output: Optional[_Measured] = None
+        self._last_gradient: Optional[_Measured] = None
 
     @property
     def empty(self) -> bool:
@@ -119,38 +143,63 @@ class StepMeasures:
         x = tensor.detach()  # detached: no graph is recorded, with no no_grad() to enter and leave
         if x.dtype != torch.float32:
             x = x.float()
+        if bounds is not None:
+            low, high = bounds
+            margin = NEAR_BOUND * (high - low)
+            self.scalar("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean())
+        last = self._last_output
+        if last is not None and last.tensor() is tensor and last.version == tensor._version:
+            self._output_again(path, last)
+            return
         count = x.numel()
         if count == 0:
             return
         flat = x.reshape(-1)
         width = x.shape[-1] if x.dim() > 1 else 1
         units = flat.view(-1, width)
+        row = len(self._paths)
         self._paths.append(path)
         self._sizes.append(count)
         self._widths.append(width)
         # |sign| sums the nonzero elements in one vectorised pass.
-        self._sums += (flat.sum(), torch.dot(flat, flat), flat.sign().abs_().sum())
+        self._sums += (flat.sum(), torch.dot(flat, flat), self._signs(flat).abs_().sum())
         self._unit_max.append(units.amax(0))
         self._unit_min.append(units.amin(0))
-        if bounds is not None:
-            low, high = bounds
-            margin = NEAR_BOUND * (high - low)
-            self.scalar("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean())
+        sample = None
         if self.with_histograms:
             # A copy (abs() makes one): in-place ops later in the step may change the output.
-            self._histogram_keys.append(("activation", path))
-            self._samples.append(_sample(flat, width, self.sample).abs())
+            sample = _sample(flat, width, self.sample).abs()
+            self._add_sample("activation", path, sample)
+        self._last_output = _Measured(weakref.ref(tensor), tensor._version, row, None, sample)
+
+    def _output_again(self, path: str, last: _Measured) -> None:
+        """The numbers of output ``last`` again, for the call ``path`` that returned it too."""
+        row = last.row
+        self._paths.append(path)
+        self._sizes.append(self._sizes[row])
+        self._widths.append(self._widths[row])
+        self._sums += self._sums[3 * row : 3 * row + 3]
+        self._unit_max.append(self._unit_max[row])
+        self._unit_min.append(self._unit_min[row])
+        if last.sample is not None:
+            self._add_sample("activation", path, last.sample)
 
     def gradient(self, statistic: str, kind: str, key: str, grad: torch.Tensor) -> None:
         """Measure a gradient as it arrives: its norm as ``statistic`` and its histogram as
         ``kind``, from a copy of its sample (it may be added to in place before the step ends)."""
-        g = grad.detach()
-        if g.dtype != torch.float32:
-            g = g.float()
-        self.scalar(statistic, key, torch.linalg.vector_norm(g))
-        if self.with_histograms:
-            self._histogram_keys.append((kind, key))
-            self._samples.append(_sample(g.reshape(-1), g.shape[-1] if g.dim() else 1, self.sample).abs())
+        last = self._last_gradient
+        if last is not None and last.norm is not None and last.tensor() is grad and last.version == grad._version:
+            norm, sample = last.norm, last.sample
+        else:
+            g = grad.detach()
+            if g.dtype != torch.float32:
+                g = g.float()
+            norm = torch.linalg.vector_norm(g)
+            sample = _sample(g.reshape(-1), g.shape[-1] if g.dim() else 1, self.sample).abs() if self.with_histograms else None
+        self._last_gradient = _Measured(weakref.ref(grad), grad._version, -1, norm, sample)
+        self.scalar(statistic, key, norm)
+        if sample is not None:
+            self._add_sample(kind, key, sample)
 
     def scalar(self, statistic: str, key: str, value: torch.Tensor) -> None:
         """Keep one value (a 0-dim tensor) of ``statistic``."""
@@ -172,12 +221,27 @@ class StepMeasures:
         return norms
 
     def histograms(self, kind: str, keys: list[str], tensors: Sequence[torch.Tensor]) -> None:
-        """Count a histogram of each of ``tensors`` as ``kind``, from a sample taken now; the
-        tensors must not change before :meth:`flat` (the end of the step)."""
-        if not self.with_histograms:
+        """Count a histogram of each of ``tensors`` as ``kind``, from a sample copied now."""
+        if not self.with_histograms or not keys:
             return
+        samples = [_sample(t.reshape(-1), t.shape[-1] if t.dim() else 1, self.sample) for t in tensors]
         self._histogram_keys += [(kind, key) for key in keys]
-        self._samples += [_sample(t.reshape(-1), t.shape[-1] if t.dim() else 1, self.sample) for t in tensors]
+        self._samples.append(_together(torch.cat, samples))  # one copy of them all
+        self._sample_sizes += [sample.numel() for sample in samples]
+
+    def _add_sample(self, kind: str, key: str, sample: torch.Tensor) -> None:
+        self._histogram_keys.append((kind, key))
+        self._samples.append(sample)
+        self._sample_sizes.append(sample.numel())
+
+    def _signs(self, flat: torch.Tensor) -> torch.Tensor:
+        """``flat.sign()``, written into the step's scratch memory."""
+        count = flat.numel()
+        scratch = self._scratch
+        if scratch is None or scratch.numel() < count or scratch.device != flat.device:
+            scratch = self._scratch = torch.empty(max(count, self.scratch_size), device=flat.device)
+            self.scratch_size = scratch.numel()
+        return torch.sign(flat, out=scratch[:count])
 
     def flat(self) -> tuple[torch.Tensor, Layout]:
         """Every number of the step in one float32 vector on the device of what was measured
@@ -194,7 +258,7 @@ class StepMeasures:
             parts.append(vector)
             groups.append((statistic, keys))
         if self._samples:
-            parts.append(histogram_counts(self._samples))
+            parts.append(histogram_counts(self._samples, self._sample_sizes))
         return _together(torch.cat, parts), Layout(groups, self._histogram_keys)
 
     def _output_statistics(self) -> torch.Tensor:
@@ -218,9 +282,10 @@ class StepMeasures:
         return torch.cat((mean, std, abs_max, zero_fraction, dead))
 
 
-def histogram_counts(magnitudes: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The counts of each of ``magnitudes`` (float, any sign) per bin of :data:`HISTOGRAM_EDGES`,
-    one histogram after another, in one flat float32 tensor. NaN counts in no bin.
+def histogram_counts(samples: Sequence[torch.Tensor], sizes: Sequence[int]) -> torch.Tensor:
+    """The counts of values (float, any sign) per bin of :data:`HISTOGRAM_EDGES` of histograms
+    whose values are ``samples`` one after another, ``sizes`` values each: one histogram after
+    another, in one flat float32 tensor. NaN counts in no bin.
 
     One logarithm of every value at once, then each value's bin among the bins of all
     histograms, counted by one ``index_add_``; its bin is the one ``torch.histc`` gives it,
@@ -228,18 +293,18 @@ def histogram_counts(magnitudes: Sequence[torch.Tensor]) -> torch.Tensor:
     counts are those of a ``histc`` per histogram. ``bincount`` would count as fast on a CPU,
     but waits on a GPU to size its result.
 
-    >>> histogram_counts([torch.tensor([0.0, 1e-3, -1.0]), torch.tensor([float("nan"), 1e9])]).reshape(2, -1).sum(1).tolist()
+    >>> samples = [torch.tensor([0.0, 1e-3, -1.0]), torch.tensor([float("nan"), 1e9])]
+    >>> histogram_counts(samples, [3, 2]).reshape(2, -1).sum(1).tolist()
     [3.0, 1.0]
     """
-    exponents = _together(torch.cat, list(magnitudes)).float().abs_()
+    exponents = _together(torch.cat, list(samples)).float().abs_()
     exponents = exponents.clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10_()
     span = HISTOGRAM_HIGH - HISTOGRAM_LOW
     bins = exponents.sub_(HISTOGRAM_LOW).mul_(HISTOGRAM_BINS).div_(span).floor_().clamp_(max=HISTOGRAM_BINS - 1)
     device = bins.device
-    total = len(magnitudes) * HISTOGRAM_BINS
-    first_bins = torch.arange(len(magnitudes), dtype=torch.float32, device=device).mul_(HISTOGRAM_BINS)
-    sizes = torch.tensor([t.numel() for t in magnitudes], device=device)
-    bins += torch.repeat_interleave(first_bins, sizes, output_size=bins.numel())
+    total = len(sizes) * HISTOGRAM_BINS
+    first_bins = torch.arange(len(sizes), dtype=torch.float32, device=device).mul_(HISTOGRAM_BINS)
+    bins += torch.repeat_interleave(first_bins, torch.tensor(sizes, device=device), output_size=bins.numel())
     index = bins.nan_to_num_(nan=total).long()  # NaN into one more bin, left out
     counts = torch.zeros(total + 1, device=device).index_add_(0, index, torch.ones((), device=device).expand(index.numel()))
     return counts[:total]

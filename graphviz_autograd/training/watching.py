@@ -228,7 +228,7 @@ class Watcher:
         self._clear_step()
 
     def _clear_step(self) -> None:
-        self._measures = StepMeasures(self.with_histograms, self.histogram_sample)
+        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, self._measures.scratch_size)
         self._before = {}
         self._started = False
         self._calls.restart()
@@ -361,8 +361,11 @@ class Watcher:
                 return
             names = [name for name, _, _ in moved]
             copies = [copy for _, _, copy in moved]
-            changes = torch._foreach_sub([now for _, now, _ in moved], copies)  # multi-tensor, as torch.optim's own steps
             norms = measures.norms("param_norm", "param", names, copies)
+            # The copies become the update's negative in place (multi-tensor, as torch.optim's own
+            # steps): 4 MB less to take and give back for a 4-layer GPT-2.
+            changes = copies
+            torch._foreach_sub_(changes, [now for _, now, _ in moved])
             measures.vector("update_ratio", names, torch.stack(torch._foreach_norm(changes)).float() / norms)
             measures.histograms("update", names, changes)
 
@@ -370,7 +373,8 @@ class Watcher:
 
     def _finish(self) -> None:
         measures = self._measures
-        self._measures, self._before = StepMeasures(self.with_histograms, self.histogram_sample), {}
+        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, measures.scratch_size)
+        self._before = {}
         if measures.empty:
             return
         flat, layout = measures.flat()
