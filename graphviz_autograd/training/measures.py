@@ -161,8 +161,8 @@ class StepMeasures:
         self._paths.append(path)
         self._sizes.append(count)
         self._widths.append(width)
-        # |sign| sums the nonzero elements in one vectorised pass.
-        self._sums += (flat.sum(), torch.dot(flat, flat), self._signs(flat).abs_().sum())
+        signs = self._signs(flat)  # -1, 0 or 1: the sum of their squares counts the nonzero elements
+        self._sums += (flat.sum(), torch.dot(flat, flat), torch.dot(signs, signs))
         self._unit_max.append(units.amax(0))
         self._unit_min.append(units.amin(0))
         sample = None

@@ -207,7 +207,7 @@ class Watcher:
     def _attach(self) -> None:
         for name, module in self.model.named_modules():
             self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
-            self._hooks.append(module.register_forward_hook(self._leaving(name)))
+            self._hooks.append(module.register_forward_hook(self._leaving(name, _BOUNDED.get(type(module).__name__))))
         if self.optimizer is not None:
             self._hooks.append(self.optimizer.register_step_pre_hook(self._before_optimizer_step))
             self._hooks.append(self.optimizer.register_step_post_hook(self._after_optimizer_step))
@@ -280,16 +280,19 @@ class Watcher:
 
         return pre_hook
 
-    def _leaving(self, name: str) -> Callable:
+    def _leaving(self, name: str, bounds: Optional[tuple[float, float]]) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
             if _compiling() or not self._logging or not torch.is_grad_enabled():
                 return
             path = self._calls.current
             self._calls.leave(name)
             self._output_order.setdefault(path, len(self._output_order))
-            tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
+            if isinstance(output, torch.Tensor):  # most modules: no nesting to look through
+                tensor = output if output.is_floating_point() else None
+            else:
+                tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
             if tensor is not None:
-                self._measure_output(path, self._module_types.get(name, ""), tensor)
+                self._measure_output(path, bounds, tensor)
             if not self._calls.stack and self._recorder is not None:  # the outermost call ends
                 recorder, self._recorder = self._recorder, None
                 recorder.__exit__(None, None, None)
@@ -300,8 +303,8 @@ class Watcher:
 
         return hook
 
-    def _measure_output(self, path: str, type_name: str, tensor: torch.Tensor) -> None:
-        self._measures.output(path, _BOUNDED.get(type_name), tensor)
+    def _measure_output(self, path: str, bounds: Optional[tuple[float, float]], tensor: torch.Tensor) -> None:
+        self._measures.output(path, bounds, tensor)
         if tensor.requires_grad:
             step = self.step_count
             tensor.register_hook(self._output_grad(path, step))
