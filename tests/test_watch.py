@@ -492,3 +492,28 @@ def test_on_cuda_the_statistics_are_those_of_the_same_run_on_the_cpu(monkeypatch
     for statistic in ("grad_norm", "activation_std", "param_norm"):
         for key, values in cpu_watch.series(statistic).items():
             assert gpu_watch.series(statistic)[key] == pytest.approx(values, rel=1e-3, abs=1e-6), (statistic, key)
+
+
+def test_a_module_that_returns_its_childs_output_has_its_numbers_unless_it_changed_them():
+    class Doubling(nn.Module):
+        """Returns its layer's output, doubled in place: the same tensor, other values."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).mul_(2.0)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), Doubling())  # the Sequential returns Doubling's output
+    with watch(model, every=1) as w:
+        model(torch.randn(8, 4)).pow(2).sum().backward()
+        w.step()
+    logged = w.logged_steps[-1]
+    for statistic in ("activation_mean", "activation_std", "activation_abs_max", "output_grad_norm"):
+        values = logged.values[statistic]
+        assert values[""] == values["1"], statistic
+        assert values["1.fc"] != values["1"], statistic
+    assert logged.values["activation_abs_max"]["1"] == pytest.approx(2 * logged.values["activation_abs_max"]["1.fc"])
+    assert logged.histograms["activation"][""] == logged.histograms["activation"]["1"]

@@ -72,6 +72,13 @@ from ..checks.diagnosis import (
 from ..errors import InputTypeError, OptionError, OutputPathError
 from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
+from .measures import (
+    DEFAULT_HISTOGRAM_SAMPLE,
+    HISTOGRAM_BINS,
+    HISTOGRAM_EDGES,
+    Layout,
+    StepMeasures,
+)
 
 # Statistics of a module call's output, and of a parameter.
 MODULE_STATISTICS = (
@@ -91,14 +98,6 @@ _LARGEST = frozenset({"activation_abs_max"})
 # Histograms of what each rank's own batch makes: their counts add up over ranks.
 _BATCH_HISTOGRAMS = frozenset({"activation", "output_grad"})
 
-# Histogram bins: log10 of the magnitude, -8 to 4 in half decades.
-HISTOGRAM_LOW = -8.0
-HISTOGRAM_HIGH = 4.0
-HISTOGRAM_BINS = 24
-# Histograms count a sample of at most this many elements of each tensor (None: every element).
-DEFAULT_HISTOGRAM_SAMPLE = 1024
-HISTOGRAM_EDGES = tuple(HISTOGRAM_LOW + i * (HISTOGRAM_HIGH - HISTOGRAM_LOW) / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1))
-
 DEFAULT_EVERY = 10
 DEFAULT_KEEP = 1000
 # Findings over time.
@@ -108,7 +107,6 @@ SATURATED_FRACTION = 0.9  # tanh/sigmoid outputs this much at their bounds: satu
 UPDATE_RATIO_RANGE = (1e-5, 1e-1)  # the usual range of ‖Δw‖/‖w‖ per step, around 1e-3
 # Module types whose outputs have bounds, and the bounds.
 _BOUNDED = {"Tanh": (-1.0, 1.0), "Sigmoid": (0.0, 1.0), "Hardtanh": (-1.0, 1.0), "Softsign": (-1.0, 1.0)}
-_NEAR_BOUND = 0.01  # within this share of the range from a bound
 RANKS = ("reduce", "each")
 
 _compiling = torch.compiler.is_compiling
@@ -180,8 +178,7 @@ class Watcher:
         self._hooks: list[Any] = []
         self._inside = False
         self._logging = False  # whether the running step is logged
-        self._pending: list[tuple[str, str, torch.Tensor]] = []  # (statistic, key, 0-dim tensor)
-        self._pending_histograms: list[tuple[str, str, torch.Tensor]] = []
+        self._measures = StepMeasures(histograms, histogram_sample)  # what the running logged step measured
         self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
@@ -210,7 +207,7 @@ class Watcher:
     def _attach(self) -> None:
         for name, module in self.model.named_modules():
             self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
-            self._hooks.append(module.register_forward_hook(self._leaving(name)))
+            self._hooks.append(module.register_forward_hook(self._leaving(name, _BOUNDED.get(type(module).__name__))))
         if self.optimizer is not None:
             self._hooks.append(self.optimizer.register_step_pre_hook(self._before_optimizer_step))
             self._hooks.append(self.optimizer.register_step_post_hook(self._after_optimizer_step))
@@ -231,8 +228,7 @@ class Watcher:
         self._clear_step()
 
     def _clear_step(self) -> None:
-        self._pending = []
-        self._pending_histograms = []
+        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, self._measures.scratch_size)
         self._before = {}
         self._started = False
         self._calls.restart()
@@ -284,16 +280,19 @@ class Watcher:
 
         return pre_hook
 
-    def _leaving(self, name: str) -> Callable:
+    def _leaving(self, name: str, bounds: Optional[tuple[float, float]]) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
             if _compiling() or not self._logging or not torch.is_grad_enabled():
                 return
             path = self._calls.current
             self._calls.leave(name)
             self._output_order.setdefault(path, len(self._output_order))
-            tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
+            if isinstance(output, torch.Tensor):  # most modules: no nesting to look through
+                tensor = output if output.is_floating_point() else None
+            else:
+                tensor = next((t for _, t in named_tensors(output) if t.is_floating_point()), None)
             if tensor is not None:
-                self._measure_output(path, self._module_types.get(name, ""), tensor)
+                self._measure_output(path, bounds, tensor)
             if not self._calls.stack and self._recorder is not None:  # the outermost call ends
                 recorder, self._recorder = self._recorder, None
                 recorder.__exit__(None, None, None)
@@ -304,36 +303,8 @@ class Watcher:
 
         return hook
 
-    def _measure_output(self, path: str, type_name: str, tensor: torch.Tensor) -> None:
-        # Reductions that vectorise, each one pass: the sum and the sum of squares (torch.std_mean
-        # takes a hundred times as long on a CPU), each unit's largest and smallest value (the
-        # largest magnitude and the units never active follow), the zero count.
-        with torch.no_grad():
-            x = tensor.detach().float()  # no copy when it is float32 already
-            count = x.numel()
-            if count == 0:
-                return
-            flat = x.reshape(-1)
-            total = flat.sum()
-            mean = total / count
-            variance = (torch.dot(flat, flat) - total * mean) / max(count - 1, 1)
-            std = variance.clamp_min(0.0).sqrt()
-            units = x.reshape(-1, x.shape[-1] if x.dim() > 1 else 1)
-            unit_max, unit_min = units.amax(0), units.amin(0)
-            add = self._pending.append
-            add(("activation_mean", path, mean))
-            add(("activation_std", path, std))
-            add(("activation_abs_max", path, torch.maximum(unit_max.amax(), -unit_min.amin())))
-            # |sign| sums the nonzero elements in one vectorised pass; count_nonzero branches per element.
-            add(("activation_zero_fraction", path, 1.0 - flat.sign().abs_().sum() / count))
-            add(("activation_dead_fraction", path, ((unit_min == 0) & (unit_max == 0)).float().mean()))
-            bounds = _BOUNDED.get(type_name)
-            if bounds is not None:
-                low, high = bounds
-                margin = _NEAR_BOUND * (high - low)
-                add(("activation_saturated_fraction", path, ((x <= low + margin) | (x >= high - margin)).float().mean()))
-            if self.with_histograms:
-                self._pending_histograms.append(("activation", path, self._magnitudes(x)))
+    def _measure_output(self, path: str, bounds: Optional[tuple[float, float]], tensor: torch.Tensor) -> None:
+        self._measures.output(path, bounds, tensor)
         if tensor.requires_grad:
             step = self.step_count
             tensor.register_hook(self._output_grad(path, step))
@@ -342,11 +313,7 @@ class Watcher:
         def on_grad(grad: torch.Tensor) -> None:
             if step != self.step_count or not self._logging:  # a backward run after its step ended
                 return
-            with torch.no_grad():
-                g = grad.detach().float()
-                self._pending.append(("output_grad_norm", path, torch.linalg.vector_norm(g)))
-                if self.with_histograms:
-                    self._pending_histograms.append(("output_grad", path, self._magnitudes(g)))
+            self._measures.gradient("output_grad_norm", "output_grad", path, grad)
 
         return on_grad
 
@@ -361,11 +328,7 @@ class Watcher:
     def _measure_grad(self, name: str, grad: torch.Tensor) -> None:
         # Several backward passes in one step add entries of the same name: the step's end keeps
         # the last, the gradient accumulated in full.
-        with torch.no_grad():
-            g = _whole(grad.detach()).float()
-            self._pending.append(("grad_norm", name, torch.linalg.vector_norm(g)))
-            if self.with_histograms:
-                self._pending_histograms.append(("grad", name, self._magnitudes(g)))
+        self._measures.gradient("grad_norm", "grad", name, _whole(grad.detach()))
 
     def _copy_parameters(self) -> None:
         with torch.no_grad():
@@ -389,69 +352,37 @@ class Watcher:
         """Each parameter's norm before the step, its update's (``read_grads``: and its gradient's),
         all parameters at once: a handful of multi-tensor ops, not a handful per parameter."""
         named = [(name, param) for name, param in self.model.named_parameters() if param.requires_grad]
+        measures = self._measures
         with torch.no_grad():
             if read_grads:
                 # Read after the step: a step given a closure (as Lightning gives one) runs the
                 # forward and backward passes inside it. Optimizers leave .grad as it was.
-                grads = [(name, _whole(param.grad.detach())) for name, param in named if param.grad is not None]
-                self._add_norms("grad_norm", "grad", grads)
+                with_grads = [(name, param.grad) for name, param in named if param.grad is not None]
+                measures.norms("grad_norm", "grad", [name for name, _ in with_grads], [_whole(g.detach()) for _, g in with_grads])
             moved = [(name, _whole(param.detach()), self._before[name]) for name, param in named if name in self._before]
             if not moved:
                 return
             names = [name for name, _, _ in moved]
             copies = [copy for _, _, copy in moved]
-            changes = torch._foreach_sub([now for _, now, _ in moved], copies)  # multi-tensor, as torch.optim's own steps
-            norms = self._add_norms("param_norm", "param", list(zip(names, copies)))
-            change_norms = torch._foreach_norm(changes)
-            for name, norm, change in zip(names, norms, change_norms):
-                self._pending.append(("update_ratio", name, change.float() / norm.float()))
-            self._add_histograms("update", names, changes)
-
-    def _add_norms(self, statistic: str, kind: str, named: list[tuple[str, torch.Tensor]]) -> list[torch.Tensor]:
-        """The norm of each tensor as ``statistic``, and its histogram as ``kind``; returns the norms."""
-        if not named:
-            return []
-        tensors = [tensor for _, tensor in named]
-        norms = torch._foreach_norm(tensors)
-        self._pending.extend((statistic, name, norm) for (name, _), norm in zip(named, norms))
-        self._add_histograms(kind, [name for name, _ in named], tensors)
-        return list(norms)
-
-    def _add_histograms(self, kind: str, names: list[str], tensors: Sequence[torch.Tensor]) -> None:
-        if self.with_histograms:
-            self._pending_histograms.extend((kind, name, self._magnitudes(t)) for name, t in zip(names, tensors))
-
-    def _magnitudes(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The magnitudes of a sample of ``tensor``, a copy of ours: counted when the step ends,
-        every histogram of the step at once (a few ops, not a few per histogram)."""
-        return _sample(tensor, self.histogram_sample).float().abs()
+            norms = measures.norms("param_norm", "param", names, copies)
+            # The copies become the update's negative in place (multi-tensor, as torch.optim's own
+            # steps): 4 MB less to take and give back for a 4-layer GPT-2.
+            changes = copies
+            torch._foreach_sub_(changes, [now for _, now, _ in moved])
+            measures.vector("update_ratio", names, torch.stack(torch._foreach_norm(changes)).float() / norms)
+            measures.histograms("update", names, changes)
 
     # --- the end of a logged step: one transfer ---
 
     def _finish(self) -> None:
-        pending, histograms = self._pending, self._pending_histograms
-        self._pending, self._pending_histograms, self._before = [], [], {}
-        if not pending and not histograms:
+        measures = self._measures
+        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, measures.scratch_size)
+        self._before = {}
+        if measures.empty:
             return
-        device = (pending[0][2] if pending else histograms[0][2]).device
-        parts = []
-        if pending:
-            parts.append(torch.stack([t.to(device, torch.float32) for _, _, t in pending]))
-        if histograms:
-            parts.append(_histograms([t.to(device) for _, _, t in histograms]))
-        flat = torch.cat(parts)
-        reduced = self._across_ranks(flat, [(stat, key) for stat, key, _ in pending], [(k, n) for k, n, _ in histograms])
-        numbers = reduced.tolist()  # the one move to the host of this step
-        values: dict[str, dict[str, float]] = {}
-        for (stat, key, _), number in zip(pending, numbers):
-            values.setdefault(stat, {})[key] = number
-        counts: dict[str, dict[str, tuple[int, ...]]] = {}
-        # Every count rounded in one C-level pass: a generator per histogram cost a logged
-        # step of a 4-layer GPT-2 a millisecond and a half (266 histograms of 24 bins).
-        rounded = list(map(round, numbers[len(pending):]))
-        for index, (kind, key, _) in enumerate(histograms):
-            start = index * HISTOGRAM_BINS
-            counts.setdefault(kind, {})[key] = tuple(rounded[start : start + HISTOGRAM_BINS])
+        flat, layout = measures.flat()
+        numbers = self._across_ranks(flat, layout).tolist()  # the one move to the host of this step
+        values, counts = layout.read(numbers)
         logged = LoggedStep(self.step_count, values, counts)
         self._note_nonfinite(logged)
         self._note_unseen(values)
@@ -464,7 +395,7 @@ class Watcher:
         for listener in self._listeners:
             listener(self, logged)
 
-    def _across_ranks(self, flat: torch.Tensor, keys: list[tuple[str, str]], histogram_keys: list[tuple[str, str]]) -> torch.Tensor:
+    def _across_ranks(self, flat: torch.Tensor, layout: Layout) -> torch.Tensor:
         """Under torch.distributed with ``ranks='reduce'``: means over ranks (largest values'
         largest, histograms' sums), when every rank measured the same things."""
         distributed = torch.distributed
@@ -473,9 +404,10 @@ class Watcher:
         world = distributed.get_world_size()
         if world == 1:
             return flat
+        keys, histogram_keys = layout.scalar_keys(), layout.histograms
         # Every rank must hold the same layout; a different one (a module skipped on one rank) keeps each rank's own.
-        layout = torch.tensor([float(len(flat)), float(_layout_hash(keys, histogram_keys))], dtype=torch.float64)
-        low, high = layout.clone(), layout.clone()
+        shape = torch.tensor([float(len(flat)), float(_layout_hash(keys, histogram_keys))], dtype=torch.float64)
+        low, high = shape.clone(), shape.clone()
         backend_device = flat.device if distributed.get_backend() != "gloo" else torch.device("cpu")
         low, high = low.to(backend_device), high.to(backend_device)
         distributed.all_reduce(low, op=distributed.ReduceOp.MIN)
@@ -1014,44 +946,6 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
     from every rank (each rank runs this in the same order, at the same logged steps)."""
     full_tensor = getattr(tensor, "full_tensor", None)
     return full_tensor() if callable(full_tensor) else tensor
-
-
-def _histograms(magnitudes: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The counts of each of ``magnitudes`` (float, non-negative) per bin of
-    :data:`HISTOGRAM_EDGES`, one histogram after another, in one flat tensor. NaN counts in no bin.
-
-    The logarithm is taken of all at once; then one ``histc`` per histogram (on a CPU that
-    is faster than binning every value at once and adding them up with ``index_add_``).
-
-    >>> _histograms([torch.tensor([0.0, 1e-3, 1.0]), torch.tensor([float("nan"), 1e9])]).reshape(2, -1).sum(1).tolist()
-    [3.0, 1.0]
-    """
-    exponents = torch.cat(list(magnitudes)).clamp_(10.0**HISTOGRAM_LOW, 10.0**HISTOGRAM_HIGH).log10_()
-    counts = []
-    start = 0
-    for t in magnitudes:
-        end = start + t.numel()
-        counts.append(torch.histc(exponents[start:end], bins=HISTOGRAM_BINS, min=HISTOGRAM_LOW, max=HISTOGRAM_HIGH))
-        start = end
-    return torch.cat(counts)
-
-
-def _sample(tensor: torch.Tensor, size: Optional[int]) -> torch.Tensor:
-    """At most about ``size`` elements of ``tensor``, evenly spaced, as a flat view (a copy only
-    of a tensor that is not contiguous): every k-th element, with k prime to the last dimension
-    so that every unit is sampled alike (``size`` None: every element).
-
-    >>> _sample(torch.arange(12.0).reshape(3, 4), 4).tolist()
-    [0.0, 3.0, 6.0, 9.0]
-    """
-    flat = tensor.reshape(-1)
-    if size is None or flat.numel() <= size:
-        return flat
-    step = -(-flat.numel() // size)
-    width = tensor.shape[-1] if tensor.dim() else 1
-    while math.gcd(step, width) != 1:
-        step += 1
-    return flat[::step]
 
 
 def _check_statistic(statistic: str) -> None:
