@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import functools
 import math
 import os
 import statistics
@@ -122,18 +123,47 @@ class LoggedStep(NamedTuple):
 
 
 class Watcher:
-    """What :func:`watch` returns: hooks while inside ``with``, the record after it."""
+    """Watch ``model`` train inside ``with watch(model, optimizer=opt, every=10) as w:``
+    (``watch`` is this class by a name that says what it does).
+
+    Each ``every``-th training step (0, ``every``, ...) is logged: statistics of each
+    module call's output and its gradient, of each parameter, its gradient and its
+    update (see :mod:`graphviz_autograd.training.measures`). A step ends at
+    ``optimizer.step()`` when the optimizer is given, else at ``w.step()`` (call it after
+    the optimizer's step). Then ``w.findings()`` says what went wrong and when,
+    ``w.overlay("grad_norm")`` colours :meth:`Watcher.graph` by a statistic, and
+    ``w.to_dict()`` / ``w.save_json(path)`` give the record.
+
+    ``keep`` bounds the logged steps kept; ``histograms=False`` skips the histograms, and
+    ``histogram_sample`` is how many elements of each tensor they count at most (None: all);
+    under torch.distributed, ``ranks='reduce'`` keeps statistics over all ranks and
+    ``'each'`` each rank's own; ``graph=False`` records no graph at the first logged step.
+    With ``page``, the explorer page (:meth:`Watcher.save`) is written there, atomically,
+    every ``page_every`` logged steps while training runs: reloading it shows the latest.
+    Leaving the ``with`` (also by an exception) removes every hook: the model is as it was.
+
+    >>> import torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh())
+    >>> with watch(model, every=1) as w:
+    ...     model(torch.randn(3, 2)).sum().backward()
+    ...     w.step()
+    >>> sorted(w.latest("activation_saturated_fraction"))
+    ['1']
+    """
 
     def __init__(
         self,
         model: torch.nn.Module,
         optimizer: Optional[torch.optim.Optimizer] = None,
         every: int = DEFAULT_EVERY,
+        *,
         keep: int = DEFAULT_KEEP,
         histograms: bool = True,
         ranks: str = "reduce",
         graph: bool = True,
         histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
+        page: Union[str, "os.PathLike[str]", None] = None,
+        page_every: int = 1,
     ):
         if not isinstance(model, torch.nn.Module):
             raise InputTypeError(f"watch() takes an nn.Module; got {type(model).__name__}. Pass the model being trained.")
@@ -151,6 +181,11 @@ class Watcher:
             )
         if ranks not in RANKS:
             raise OptionError(f"watch(ranks=) must be 'reduce' (statistics over all ranks) or 'each'; got {ranks!r}.")
+        if page is not None:
+            if isinstance(page_every, bool) or not isinstance(page_every, int) or page_every < 1:
+                raise OptionError(f"watch(page_every=) must be a whole number of logged steps, 1 or more; got {page_every!r}.")
+            if not graph:
+                raise OptionError("watch(page=...) draws the graph of the first logged step: leave graph=True.")
         # DistributedDataParallel runs the module it wraps: watch that, with its own names.
         inner = getattr(model, "module", None)
         if type(model).__name__ == "DistributedDataParallel" and isinstance(inner, torch.nn.Module):
@@ -182,6 +217,8 @@ class Watcher:
         self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
+        if page is not None:
+            self.listen(functools.partial(_write_page, page=page, page_every=page_every))
         self._graph: Optional[AutogradGraph] = None
         self._recorder: Optional[Recorder] = None
         self._started = False  # whether the running logged step ran its first forward call
@@ -722,33 +759,36 @@ class Watcher:
         # A module whose output is one of its children's (a Sequential ending in the ReLU) adds nothing.
         return [c for c in crossings if not any(o[0].startswith(c[0] + ".") and o[1:4] == c[1:4] for o in crossings if o is not c)]
 
-    def _dead_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+    def _crossings(
+        self, outputs: Mapping[str, tuple[str, ...]], statistic: str, bound: float, code: str,
+        message: Callable[[str, float, str], str],
+    ) -> list[Finding]:
+        """A warning for each module call whose ``statistic`` has crossed ``bound`` and stayed
+        past it: ``message(key, value, since)`` says what it means."""
         found = []
-        dead_units = {k: v for k, v in self.latest("activation_dead_fraction").items()} if self._log else {}
-        for key, step, value, first, _ in self._first_crossing("activation_zero_fraction", DEAD_ZERO_FRACTION):
+        for key, step, value, first, _ in self._first_crossing(statistic, bound):
             since = "from the first logged step" if step == self.steps[0] else f"since step {step} ({first:.0%} at step {self.steps[0]})"
-            units = dead_units.get(key)
-            unit_text = f", {units:.0%} of its units zero for every input" if units is not None else ""
-            found.append(Finding(
-                WARNING, DEAD_UNITS,
-                f"{key or 'model'}: {value:.0%} of its outputs are zero {since}{unit_text}: its units have died and "
-                "pass no gradient; look at the bias and initialisation of the layer before it, or lower the learning rate.",
-                outputs.get(key, ()), key,
-            ))
+            found.append(Finding(WARNING, code, message(key, value, since), outputs.get(key, ()), key))
         return found
 
+    def _dead_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
+        dead_units = {k: v for k, v in self.latest("activation_dead_fraction").items()} if self._log else {}
+
+        def message(key: str, value: float, since: str) -> str:
+            units = dead_units.get(key)
+            unit_text = f", {units:.0%} of its units zero for every input" if units is not None else ""
+            return (f"{key or 'model'}: {value:.0%} of its outputs are zero {since}{unit_text}: its units have died and "
+                    "pass no gradient; look at the bias and initialisation of the layer before it, or lower the learning rate.")
+
+        return self._crossings(outputs, "activation_zero_fraction", DEAD_ZERO_FRACTION, DEAD_UNITS, message)
+
     def _saturated_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
-        found = []
-        for key, step, value, first, _ in self._first_crossing("activation_saturated_fraction", SATURATED_FRACTION):
-            since = "from the first logged step" if step == self.steps[0] else f"since step {step} ({first:.0%} at step {self.steps[0]})"
+        def message(key: str, value: float, since: str) -> str:
             kind = self._module_types.get(module_of_call(key), "")
-            found.append(Finding(
-                WARNING, SATURATED,
-                f"{key}: {value:.0%} of its {kind} outputs sit at their bounds {since}: saturated units pass almost no "
-                "gradient; scale down the inputs to it (a normalisation before it, a smaller initialisation).",
-                outputs.get(key, ()), key,
-            ))
-        return found
+            return (f"{key}: {value:.0%} of its {kind} outputs sit at their bounds {since}: saturated units pass almost no "
+                    "gradient; scale down the inputs to it (a normalisation before it, a smaller initialisation).")
+
+        return self._crossings(outputs, "activation_saturated_fraction", SATURATED_FRACTION, SATURATED, message)
 
     def _span_findings(self, outputs: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
         for logged in self._log:
@@ -842,61 +882,14 @@ class Watcher:
         return found
 
 
-def watch(
-    model: torch.nn.Module,
-    optimizer: Optional[torch.optim.Optimizer] = None,
-    every: int = DEFAULT_EVERY,
-    *,
-    keep: int = DEFAULT_KEEP,
-    histograms: bool = True,
-    ranks: str = "reduce",
-    graph: bool = True,
-    histogram_sample: Optional[int] = DEFAULT_HISTOGRAM_SAMPLE,
-    page: Union[str, "os.PathLike[str]", None] = None,
-    page_every: int = 1,
-) -> Watcher:
-    """Watch ``model`` train inside ``with watch(model, optimizer=opt, every=10) as w:``.
+# ``with watch(model, ...) as w:``: the call that makes a Watcher reads as what it does.
+watch = Watcher
 
-    Each ``every``-th training step (0, ``every``, ...) is logged: statistics of each
-    module call's output and its gradient, of each parameter, its gradient and its
-    update (see :mod:`graphviz_autograd.checks.watching`). A step ends at
-    ``optimizer.step()`` when the optimizer is given, else at ``w.step()`` (call it after
-    the optimizer's step). Then ``w.findings()`` says what went wrong and when,
-    ``w.overlay("grad_norm")`` colours :meth:`Watcher.graph` by a statistic, and
-    ``w.to_dict()`` / ``w.save_json(path)`` give the record.
 
-    ``keep`` bounds the logged steps kept; ``histograms=False`` skips the histograms, and
-    ``histogram_sample`` is how many elements of each tensor they count at most (None: all);
-    under torch.distributed, ``ranks='reduce'`` keeps statistics over all ranks and
-    ``'each'`` each rank's own; ``graph=False`` records no graph at the first logged step.
-    With ``page``, the explorer page (:meth:`Watcher.save`) is written there, atomically,
-    every ``page_every`` logged steps while training runs: reloading it shows the latest.
-    Leaving the ``with`` (also by an exception) removes every hook: the model is as it was.
-
-    >>> import torch
-    >>> model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Tanh())
-    >>> with watch(model, every=1) as w:
-    ...     model(torch.randn(3, 2)).sum().backward()
-    ...     w.step()
-    >>> sorted(w.latest("activation_saturated_fraction"))
-    ['1']
-    """
-    watcher = Watcher(
-        model, optimizer, every, keep=keep, histograms=histograms, ranks=ranks, graph=graph, histogram_sample=histogram_sample
-    )
-    if page is not None:
-        if isinstance(page_every, bool) or not isinstance(page_every, int) or page_every < 1:
-            raise OptionError(f"watch(page_every=) must be a whole number of logged steps, 1 or more; got {page_every!r}.")
-        if not graph:
-            raise OptionError("watch(page=...) draws the graph of the first logged step: leave graph=True.")
-        target = page
-
-        def write_page(w: Watcher, logged: LoggedStep) -> None:
-            if len(w.steps) % page_every == 0:
-                w.save(target)
-
-        watcher.listen(write_page)
-    return watcher
+def _write_page(watcher: Watcher, logged: LoggedStep, *, page: Union[str, "os.PathLike[str]"], page_every: int) -> None:
+    """Write the page of a run every ``page_every`` logged steps (``watch(page=...)``)."""
+    if len(watcher.steps) % page_every == 0:
+        watcher.save(page)
 
 
 def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
