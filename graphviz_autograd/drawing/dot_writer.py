@@ -334,11 +334,7 @@ def _junction_lines(columns: Columns, rerouted: Rerouted, numbered: bool = False
 def _junction_templates() -> dict[str, tuple[str, str]]:
     """Edge kind -> a junction's attribute list cut where its tooltip goes, written by
     :func:`attr_list` once: JUNCTION_ATTRS is a constant of the package."""
-    # A placeholder no written text can hold (see _attr_template).
-    return {
-        kind: tuple(attr_list(dict(attrs, tooltip="\x00"), quoted=("tooltip",)).split("\x00"))  # type: ignore[misc]
-        for kind, attrs in JUNCTION_ATTRS.items()
-    }
+    return {kind: _around_value(attrs, "tooltip") for kind, attrs in JUNCTION_ATTRS.items()}
 
 
 def edge_shape_text(shape: tuple[int, ...], dtype: Optional[str]) -> str:
@@ -447,7 +443,7 @@ def _cluster_lines(
     lines.extend(writer.node_lines(by_module.get("", ())))
     lines.extend(junctions_in.get("", ()))
     # Every cluster has the same attributes but its title: sorted and quoted once.
-    before_title, after_title = _around_label(CLUSTER_ATTRS)
+    before_title, after_title = _around_value(CLUSTER_ATTRS, "label")
     # Depth first with an explicit stack: (path, depth), or a closing brace as (None, depth).
     stack: list[tuple[Optional[str], int]] = [(path, 1) for path in reversed(children.get("", []))]
     while stack:
@@ -860,14 +856,15 @@ def _frozen(styles: Mapping[str, Mapping[str, str]]) -> tuple:
 _DEFAULT_STYLES_KEY = _frozen(resolve_theme(None))
 
 
-def _around_label(attrs: Mapping[str, str]) -> tuple[str, str]:
-    """What :func:`attr_list` writes for ``attrs`` with a label, cut where the label's value goes.
+def _around_value(attrs: Mapping[str, str], key: str) -> tuple[str, str]:
+    """What :func:`attr_list` writes for ``attrs`` with ``key`` (a label, a tooltip: a value
+    written quoted beforehand), cut where that value goes.
 
-    >>> _around_label({"style": "rounded", "color": "gray60"})
+    >>> _around_value({"style": "rounded", "color": "gray60"}, "label")
     ('color=gray60 label=', ' style=rounded')
     """
     # A placeholder no written text can hold (see _attr_template).
-    before, after = attr_list(dict(attrs, label="\x00")).split("\x00")
+    before, after = attr_list({**attrs, key: "\x00"}, quoted=(key,)).split("\x00")
     return before, after
 
 
