@@ -416,6 +416,22 @@ def test_histograms_count_a_sample_of_a_large_tensor_or_every_element():
         watch(model, histogram_sample=0)
 
 
+def test_a_sample_steps_prime_to_the_last_dimension_of_any_tensor_a_flat_output_too():
+    # A module's output of 3,000 numbers in one dimension: every k-th counted, k the first
+    # step from ceil(3000 / 1024) = 3 up that is prime to 3,000 (7), as for a gradient.
+    class Flatten(nn.Module):
+        def forward(self, x):
+            return x.reshape(-1)
+
+    model = nn.Sequential(nn.Linear(2, 300), Flatten())
+    with watch(model, every=1) as w:
+        model(torch.randn(10, 2)).sum().backward()
+        w.step()
+    histograms = w.logged_steps[0].histograms
+    assert sum(histograms["activation"]["1"]) == len(range(0, 3000, 7))
+    assert sum(histograms["output_grad"]["1"]) == len(range(0, 3000, 7))
+
+
 def test_the_example_of_the_docs_finds_its_dying_layer(capsys):
     import runpy
     from pathlib import Path

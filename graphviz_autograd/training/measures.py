@@ -168,7 +168,7 @@ class StepMeasures:
         sample = None
         if self.with_histograms:
             # A copy (abs() makes one): in-place ops later in the step may change the output.
-            sample = _sample(flat, width, self.sample).abs()
+            sample = _sample(flat, _last_dimension(x), self.sample).abs()
             self._add_sample("activation", path, sample)
         self._last_output = _Measured(weakref.ref(tensor), tensor._version, row, None, sample)
 
@@ -195,7 +195,7 @@ class StepMeasures:
             if g.dtype != torch.float32:
                 g = g.float()
             norm = torch.linalg.vector_norm(g)
-            sample = _sample(g.reshape(-1), g.shape[-1] if g.dim() else 1, self.sample).abs() if self.with_histograms else None
+            sample = _sample(g.reshape(-1), _last_dimension(g), self.sample).abs() if self.with_histograms else None
         self._last_gradient = _Measured(weakref.ref(grad), grad._version, -1, norm, sample)
         self.scalar(statistic, key, norm)
         if sample is not None:
@@ -224,7 +224,7 @@ class StepMeasures:
         """Count a histogram of each of ``tensors`` as ``kind``, from a sample copied now."""
         if not self.with_histograms or not keys:
             return
-        samples = [_sample(t.reshape(-1), t.shape[-1] if t.dim() else 1, self.sample) for t in tensors]
+        samples = [_sample(t.reshape(-1), _last_dimension(t), self.sample) for t in tensors]
         self._histogram_keys += [(kind, key) for key in keys]
         self._samples.append(_together(torch.cat, samples))  # one copy of them all
         self._sample_sizes += [sample.numel() for sample in samples]
@@ -324,6 +324,11 @@ def _sample(flat: torch.Tensor, width: int, size: Optional[int]) -> torch.Tensor
     while math.gcd(step, width) != 1:
         step += 1
     return flat[::step]
+
+
+def _last_dimension(tensor: torch.Tensor) -> int:
+    """The length of ``tensor``'s last dimension (1 for a number): the units a sample spreads over."""
+    return tensor.shape[-1] if tensor.dim() else 1
 
 
 def _together(join: Callable[[list[torch.Tensor]], torch.Tensor], tensors: list[torch.Tensor]) -> torch.Tensor:
