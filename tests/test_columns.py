@@ -107,3 +107,31 @@ def test_to_dot_joined_in_runs_equals_the_lines_of_body_lines(shapes):
     lines = body_lines(prepare(graph, DrawOptions(show_shapes=shapes)))
     assert all(line.count("\n") == 1 for line in lines)  # one line each, as documented
     assert to_dot(graph, show_shapes=shapes) == digraph(lines)
+
+
+@pytest.mark.parametrize("order", ["parameters_last", "parameters_first"])
+def test_a_long_run_of_nodes_is_written_as_its_lines_whatever_its_contents(order):
+    """to_dot writes a long run of nodes in C-level passes when its first nodes repeat a few
+    contents, and with the loop of node_lines otherwise: the same text either way, here
+    with 1,500 named parameters (a content each) walked after or before a 3,000-op chain."""
+    from graphviz_autograd.drawing.dot_writer import body_lines, digraph
+
+    x = torch.ones(2, requires_grad=True)
+    params = {f"p{i}": torch.ones(2, requires_grad=True) for i in range(1_500)}
+    y = x
+    # Each parameter is its op's first input, so the walk reaches it right after the op.
+    if order == "parameters_last":  # walked from the output: the chain's nodes come first
+        for p in params.values():
+            y = p + y
+        for _ in range(3_000):
+            y = y * 1.0001
+    else:
+        for _ in range(3_000):
+            y = y * 1.0001
+        for p in params.values():
+            y = p + y
+    graph = walk(y, {"x": x, **params})
+    assert len(graph.columns().contents) > 8_192  # long enough for the C-level passes to be tried
+    lines = body_lines(prepare(graph, DrawOptions()))
+    assert to_dot(graph) == digraph(lines)
+    assert sum('label="p' in line for line in lines) == 1_500
