@@ -141,6 +141,23 @@ def test_split_of_a_real_lstm_copies_each_weight_once_per_step():
     assert sum(1 for n in split.nodes if n.id.endswith(f"_{steps}")) == 2 * 4
 
 
+def test_a_model_split_again_has_the_same_copies():
+    """Drawn again (a notebook cell run twice, a page written every few steps), a model's
+    shared weights are split into the very same copies, whose text the DOT writer then
+    finds by identity instead of hashing a new label per use."""
+    outputs, params = unrolled_lstm(DEFAULT_MAX_USES + 2)
+    first, again = (split_shared_leaves(walk(outputs, params)).columns().contents for _ in range(2))
+    copies = [i for i, content in enumerate(first) if content[0] == ACCUMULATE_GRAD]
+    assert len(copies) == 4 * (DEFAULT_MAX_USES + 2)
+    assert all(first[i] is again[i] for i in copies)
+    # A hand-built node that cannot be kept (its shape is a list) is split all the same.
+    unkept = Node("n1", ACCUMULATE_GRAD, "AccumulateGrad", shape=[2])  # type: ignore[arg-type]
+    graph = AutogradGraph((Node("n0", OP, "AddBackward0"), unkept), (Edge("n1", "n0"), Edge("n1", "n0")))
+    assert [n.label for n in split_shared_leaves(graph, max_uses=1).nodes][1:] == [
+        "AccumulateGrad\n(use 1 of 2)", "AccumulateGrad\n(use 2 of 2)",
+    ]
+
+
 class StepModel(nn.Module):
     """A recorded loop: one cell and one output layer called at every step."""
 
