@@ -381,9 +381,11 @@ def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool) -> tu
             os.kill(process.pid, number)
         stdout, stderr = process.communicate(timeout=30)
     finally:
-        if process.poll() is None:
+        try:  # the whole group: the command, and what it started should it outlive it
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        except ProcessLookupError:
+            pass
+        process.wait()
     assert stdout == ""
     assert sorted(os.listdir(tmp_path)) == ["net.py", "started"]  # no drawing, no temporary file
     return process.returncode, stderr, int(started.read_text())
@@ -403,6 +405,20 @@ def test_sigterm_stops_the_work_too(tmp_path):
     status, stderr, worker = stop_a_slow_command(tmp_path, signal.SIGTERM, whole_group=False)
     assert status == 128 + signal.SIGTERM, stderr
     assert stderr == "Error: stopped by SIGTERM; nothing was written.\n"
+    deadline = time.monotonic() + 5
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(worker)
+
+
+@posix_only
+def test_a_killed_command_stops_its_work(tmp_path):
+    # SIGKILL (or the out-of-memory killer) lets the command pass nothing on: the process
+    # doing the work sees its parent gone and stops as Ctrl-C stops it, instead of running
+    # on alone (here it would sleep for a minute, holding the pipes open past the timeout).
+    status, stderr, worker = stop_a_slow_command(tmp_path, signal.SIGKILL, whole_group=False)
+    assert status == -signal.SIGKILL
+    assert stderr == "Error: the command was killed; its work stopped and nothing was written.\n"
     deadline = time.monotonic() + 5
     while _running(worker) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -18,6 +18,10 @@ test runner that captures them in memory, the work runs in this process).
 
 Ctrl-C ends a command with status 130, as shells expect, and one line saying it
 was interrupted; output is written atomically, so no file is left half-written.
+SIGTERM and SIGHUP are passed on to the child. A command killed outright (SIGKILL,
+the out-of-memory killer) passes nothing on, so the child watches for it: once its
+parent is gone it stops its work as Ctrl-C does (Graphviz stopped, nothing written)
+rather than running on by itself.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Callable, NoReturn, Optional
@@ -36,6 +41,10 @@ INTERRUPTED_MESSAGE = "Error: interrupted; nothing was written."
 # How long the parent waits, after Ctrl-C, for the child to stop by itself (its
 # KeyboardInterrupt removes temporary files) before it is killed.
 STOP_GRACE_SECONDS = 5.0
+# How often the child looks whether the command's process is still there.
+PARENT_POLL_SECONDS = 0.2
+ORPHANED_MESSAGE = "Error: the command was killed; its work stopped and nothing was written."
+_orphaned = threading.Event()  # set in the child once its parent is gone
 
 _DONE = "done"
 _EXIT = "exit"
@@ -94,6 +103,7 @@ def _child(work: Callable[[], None], pipe: int) -> NoReturn:  # pragma: no cover
         real_exit(status)
 
     os._exit = reporting_exit  # this process is ours alone, and ends with the command
+    _watch_parent(os.getppid(), real_exit)
     code = 1
     try:
         code = _status_of(work)
@@ -102,6 +112,23 @@ def _child(work: Callable[[], None], pipe: int) -> NoReturn:  # pragma: no cover
     finally:
         _flush()
         real_exit(code)
+
+
+def _watch_parent(parent: int, exit_now: Callable[[int], object]) -> None:  # pragma: no cover - runs in the child
+    """Stop this child's work once ``parent`` (the command's process) is gone without
+    having passed a signal on: a SIGINT to itself stops it as Ctrl-C does (Graphviz
+    killed, temporary files removed, nothing written); ended outright when that has
+    not worked within ``STOP_GRACE_SECONDS`` (work stuck in C code)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        _orphaned.set()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(STOP_GRACE_SECONDS)
+        exit_now(INTERRUPTED_STATUS)
+
+    threading.Thread(target=watch, name="parent watch", daemon=True).start()
 
 
 def _status_of(work: Callable[[], None]) -> int:  # pragma: no cover - runs in the child
@@ -118,7 +145,7 @@ def _status_of(work: Callable[[], None]) -> int:  # pragma: no cover - runs in t
         click.echo("Aborted!", err=True)
         return 1
     except KeyboardInterrupt:
-        click.echo(INTERRUPTED_MESSAGE, err=True)
+        click.echo(ORPHANED_MESSAGE if _orphaned.is_set() else INTERRUPTED_MESSAGE, err=True)
         return INTERRUPTED_STATUS
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
