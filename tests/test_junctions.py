@@ -334,3 +334,24 @@ def test_each_route_runs_from_its_source_to_its_reader_through_junctions_only(ca
     assert set(used) == set(range(len(drawn)))
     assert all(used[p] == 1 for p, (s, t, _) in enumerate(drawn) if s < count and t < count)
 
+
+
+def test_a_drawing_plans_its_junctions_once(monkeypatch):
+    """layout="auto" (the default of render and the CLI) estimates dot's time with the
+    junctions drawn, then the DOT writer draws them: one plan, kept on the drawn graph."""
+    import graphviz_autograd.views.junctions as junctions
+    from graphviz_autograd.drawing.dot_writer import dot_source
+
+    plans = []
+
+    def counted(*args, **kwargs):
+        plans.append(args[0])
+        return plan_junctions(*args, **kwargs)
+
+    monkeypatch.setattr(junctions, "plan_junctions", counted)
+    graph = dense_block(6)
+    view = prepare(graph, DrawOptions(layout="auto"))
+    source = dot_source(view)
+    assert plans == [len(graph.nodes)]
+    assert source == to_dot(dense_block(6), layout="auto")  # the kept plan draws what a new one draws
+    assert junction_ids(source)

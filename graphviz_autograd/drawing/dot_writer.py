@@ -31,7 +31,7 @@ from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location
-from ..views.junctions import Rerouted, plan_junctions
+from ..views.junctions import Rerouted, graph_junctions
 from ..views.stacking import stacking_edges
 from ..graph.style import (
     CLUSTER_ATTRS,
@@ -283,7 +283,7 @@ def _body_pieces(
     in_runs = run_length > 0
     columns = writer.columns
     with_junctions = options.junctions if junctions is None else junctions
-    rerouted = plan_junctions(len(writer.ids), columns.links, reads=shown.source_reads()) if with_junctions else None
+    rerouted = graph_junctions(shown) if with_junctions else None
     numbered = writer.raw_columns.ids is None
     junction_lines = _junction_lines(columns, rerouted, numbered) if rerouted is not None else []
     if clusters and shown.modules:

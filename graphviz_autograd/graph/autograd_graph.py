@@ -17,7 +17,9 @@ import json
 from collections import Counter
 from functools import partial
 from operator import is_not, itemgetter
-from typing import Any, Iterable, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar
+
+_T = TypeVar("_T")
 
 # Node kinds. Plain strings so that a graph serialises to JSON as it is.
 OUTPUT = "output"  # a tensor the walk started from, named by its place in the outputs
@@ -381,6 +383,15 @@ class AutogradGraph:
         if reads is None:
             reads = self._derived["source_reads"] = Counter(map(itemgetter(0), self.columns(fill_ids=False).links))
         return reads
+
+    def derived(self, key: str, make: Callable[[], _T]) -> _T:
+        """``make()``, worked out once per graph and kept under ``key``: what the layers
+        above read of one graph more than once in a drawing (its junctions: the layout
+        estimate and the DOT writer both plan them). A graph is never changed, so what
+        is derived from it stays true."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        return self._derived[key]
 
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""

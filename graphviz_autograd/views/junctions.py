@@ -44,6 +44,7 @@ from itertools import compress
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .stacking import link_ranks
+from ..graph.autograd_graph import AutogradGraph
 from ..graph.style import JOIN_OF, TRUNK_OF
 
 # Long reads of one output (of one edge kind) from which they go through junctions.
@@ -151,6 +152,19 @@ def plan_junctions(
         if all(links[p][1] in readers.get(kind, ()) for p in positions):
             planner.add_trunk(source, kind, positions, new_junctions=False)
     return planner.rerouted()
+
+
+def graph_junctions(graph: AutogradGraph) -> Optional[Rerouted]:
+    """:func:`plan_junctions` of ``graph``'s own nodes and links, planned once per graph:
+    a drawing asks it twice of the graph it draws (the layout estimate, then the DOT
+    writer)."""
+
+    def plan() -> Optional[Rerouted]:
+        ids, contents, links = graph.columns(fill_ids=False)
+        # An edge to an id that names no node gets a node of its own, after the nodes.
+        return plan_junctions(len(contents) if ids is None else len(ids), links, reads=graph.source_reads())
+
+    return graph.derived("junctions", plan)
 
 
 def _reads_of(sources: List[int], wanted: set) -> List[int]:

@@ -30,7 +30,7 @@ from ..graph.module_tree import ModuleTree
 from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
-from .junctions import plan_junctions
+from .junctions import graph_junctions
 from .stacking import longest_path_ranks
 from ..graph.style import GRAPH_ATTRS
 from .shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
@@ -91,7 +91,7 @@ def estimate_layout_seconds(graph: AutogradGraph, junctions: bool = True) -> flo
     seconds = _placing_seconds(size, max_iterations)
     if seconds >= UNCOUNTED_RANKS_ABOVE:
         return seconds
-    rerouted = plan_junctions(count, links, reads=graph.source_reads()) if junctions else None
+    rerouted = graph_junctions(graph) if junctions else None
     if rerouted is not None:
         # What dot is given: the junctions are nodes, their trunks and branches edges.
         count += len(rerouted.junctions)
