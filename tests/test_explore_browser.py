@@ -73,6 +73,12 @@ class Page:
         self.page.goto(self.url)
         self.page.wait_for_selector("body[data-ready]")
 
+    def __enter__(self) -> "Page":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.page.close()
+
     def box(self, text: str):
         return self.page.locator("g.node", has_text=text).first
 
@@ -94,9 +100,8 @@ def gpt2_file(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def gpt2(browser, gpt2_file):
-    page = Page(browser, gpt2_file)
-    yield page
-    page.page.close()
+    with Page(browser, gpt2_file) as page:
+        yield page
 
 
 def test_page_loads_offline_with_no_error(gpt2):
@@ -180,8 +185,7 @@ def test_module_table_sorts_and_opens(gpt2):
 
 def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path):
     path = explore(hostile_graph()).save(tmp_path / "hostile.html")
-    page = Page(browser, path)
-    try:
+    with Page(browser, path) as page:
         assert page.page.evaluate("window.__pwned") is None
         box = page.page.locator("g.node.kind-box text.name")
         assert box.text_content() == HOSTILE
@@ -194,8 +198,6 @@ def test_hostile_names_show_as_text_and_run_nothing(browser, tmp_path):
         assert page.page.locator("img, b, i").count() == 0
         assert page.errors == []
         assert page.page.title() == "Net&<i> · backward graph"
-    finally:
-        page.page.close()
 
 
 def test_a_finding_deep_inside_shows_on_every_level_above(browser, gpt2_file, tmp_path):
@@ -205,8 +207,7 @@ def test_a_finding_deep_inside_shows_on_every_level_above(browser, gpt2_file, tm
     graph = walk(logits, recorder=recorder, collect_shapes=True, collect_saved=True)
     deep = next(n for n in graph.nodes if n.module == "transformer.h.2.mlp.c_fc" and n.kind == "op")
     finding = Finding("warning", "gradient_cut", "detach() cuts the gradient here", (deep.id,), "detach")
-    page = Page(browser, explore(graph, diagnose=[finding]).save(tmp_path / "finding.html"))
-    try:
+    with Page(browser, explore(graph, diagnose=[finding]).save(tmp_path / "finding.html")) as page:
         assert page.box("transformer").locator("g.badge.warning").count() == 1
         assert page.box("lm_head").locator("g.badge").count() == 0
         page.box("transformer").click()
@@ -214,8 +215,6 @@ def test_a_finding_deep_inside_shows_on_every_level_above(browser, gpt2_file, tm
         page.page.select_option("#metric", "saved_bytes")
         assert "saved for backward" in page.page.locator("#legend").text_content()
         assert page.errors == []
-    finally:
-        page.page.close()
 
 
 def test_expand_all_opens_every_module_of_the_level_and_collapses_back(gpt2):
@@ -251,8 +250,7 @@ def test_expand_all_opens_every_module_of_the_level_and_collapses_back(gpt2):
 
 def test_expand_all_is_refused_above_the_node_limit(browser, tmp_path):
     logits, recorder = tiny_gpt2(2)
-    page = Page(browser, explore(logits, recorder=recorder, expand_limit=60).save(tmp_path / "limited.html"))
-    try:
+    with Page(browser, explore(logits, recorder=recorder, expand_limit=60).save(tmp_path / "limited.html")) as page:
         button = page.page.locator("#expand")
         assert button.get_attribute("aria-disabled") == "true"
         assert "Too big to expand all" in button.get_attribute("title") and "Open a module" in button.get_attribute("title")
@@ -267,8 +265,6 @@ def test_expand_all_is_refused_above_the_node_limit(browser, tmp_path):
         page.box("attn").click()
         assert page.page.locator("#expand").get_attribute("aria-disabled") == "false"
         assert page.errors == []
-    finally:
-        page.page.close()
 
 
 def test_fan_in_through_junctions_draws_each_edge_whole_and_traces_along_the_bus(browser, tmp_path):
@@ -277,8 +273,7 @@ def test_fan_in_through_junctions_draws_each_edge_whole_and_traces_along_the_bus
     path = explored.save(tmp_path / "dense.html")
     data = explored.data
     template = data["templates"][next(lv for lv in data["levels"] if lv["path"] == "1")["template"]]
-    page = Page(browser, path)
-    try:
+    with Page(browser, path) as page:
         page.page.goto(path.as_uri() + "#1")
         page.page.reload()
         page.page.wait_for_selector("body[data-ready]")
@@ -296,8 +291,6 @@ def test_fan_in_through_junctions_draws_each_edge_whole_and_traces_along_the_bus
         page.page.locator("g.node", has_text="CatBackward0").last.click()
         assert page.page.locator("g.edge.up").count() > len(template["edges"])
         assert page.errors == []
-    finally:
-        page.page.close()
 
 
 
@@ -310,8 +303,7 @@ def test_the_colour_menu_lists_the_overlays_a_static_drawing_colours_by(browser,
     graph = walk(logits, recorder=recorder, collect_shapes=True, collect_saved=True)
     ops = [n.id for n in graph.nodes if n.kind == "op" and n.module.startswith("transformer.h.")]
     timing = Overlay("backward_time", "backward time", dict.fromkeys(ops, 1e-3), rollup="sum", unit="s")
-    page = Page(browser, explore(graph, overlays=[timing]).save(tmp_path / "timed.html"))
-    try:
+    with Page(browser, explore(graph, overlays=[timing]).save(tmp_path / "timed.html")) as page:
         options = page.page.locator("#metric option").all_text_contents()
         assert options == ["nothing", "saved for backward (sum)", "backward time (sum)"]
         page.page.select_option("#metric", "backward_time")
@@ -324,5 +316,3 @@ def test_the_colour_menu_lists_the_overlays_a_static_drawing_colours_by(browser,
         total = len(ops) * 1e-3  # every op of the blocks is inside the transformer
         assert (f"{total:.2f} s" if total >= 1 else f"{total * 1e3:.2f} ms") in transformer_row
         assert page.errors == []
-    finally:
-        page.page.close()

@@ -48,9 +48,8 @@ def hostile_file(tmp_path_factory):
 
 @pytest.fixture
 def hostile(browser, hostile_file):  # noqa: F811
-    page = Page(browser, hostile_file)
-    yield page
-    page.page.close()
+    with Page(browser, hostile_file) as page:
+        yield page
 
 
 def test_names_graphviz_or_utf8_cannot_take_are_drawn_escaped(hostile):
@@ -127,9 +126,8 @@ def small_gpt2_file(tmp_path_factory):
 
 @pytest.fixture
 def small_gpt2(browser, small_gpt2_file):  # noqa: F811
-    page = Page(browser, small_gpt2_file)
-    yield page
-    page.page.close()
+    with Page(browser, small_gpt2_file) as page:
+        yield page
 
 
 def test_a_hit_opens_zoomed_to_readable_text_and_centred(small_gpt2):
@@ -163,8 +161,7 @@ def test_hits_of_an_earlier_search_are_marked_after_moving_on(small_gpt2):
 
 def test_a_long_chain_opens_as_parts(browser, tmp_path):  # noqa: F811
     path = explore(chain(3_000)).save(tmp_path / "chain.html")
-    page = Page(browser, path)
-    try:
+    with Page(browser, path) as page:
         boxes = page.page.locator("g.node.kind-box").all_text_contents()
         assert any("Part \u00d7" in text for text in boxes) or len(boxes) > 1
         page.page.locator("g.node.kind-box").first.click()
@@ -179,18 +176,13 @@ def test_a_long_chain_opens_as_parts(browser, tmp_path):  # noqa: F811
               .map((r) => r.height); }""")
         assert len(seen) >= 3 and min(seen) >= 12
         assert page.errors == []
-    finally:
-        page.page.close()
 
 
 def test_a_level_laid_out_without_dot_says_so(browser, tmp_path):  # noqa: F811
     path = page_of(_Named(["fc"]), tmp_path / "fixed.html", layout="fixed")
-    page = Page(browser, path)
-    try:
+    with Page(browser, path) as page:
         assert "Laid out by the fixed layered layout" in page.page.locator("#level-note").text_content()
         page.box("blocks.fc").click()
         assert "Laid out by the fixed layered layout" in page.page.locator("#level-note").text_content()
         assert page.page.locator("g.node.kind-op").count() >= 2
         assert page.errors == []
-    finally:
-        page.page.close()

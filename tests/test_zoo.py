@@ -132,13 +132,10 @@ def test_the_explorer_page_builds(name):
 def test_the_explorer_page_opens_in_a_browser_without_an_error(name, browser, tmp_path):  # noqa: F811
     path = tmp_path / f"{name}.html"
     _page(name).save(path)
-    page = Page(browser, path)
-    try:
+    with Page(browser, path) as page:
         assert page.errors == []
         assert page.page.locator("g.node").count() > 0
         assert all(url.startswith("file:") or url.startswith("data:") for url in page.requests)
-    finally:
-        page.page.close()
 
 
 def test_check_finds_nothing_wrong_with_the_clean_model(name):
