@@ -365,13 +365,13 @@ class AutogradGraph:
 
     def has_edge_shapes(self) -> bool:
         """Whether any edge carries a shape (a walk with ``collect_shapes``); found once."""
-        found = self._derived.get("has_edge_shapes")
-        if found is None:
+
+        def find() -> bool:
             links = self.columns(fill_ids=False).links
             # A shape may be (), so looked for as not None, not by truth.
-            found = next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is not None
-            self._derived["has_edge_shapes"] = found
-        return found
+            return next(filter(_is_not_none, map(itemgetter(1), map(itemgetter(2), links))), None) is not None
+
+        return self.derived("has_edge_shapes", find)
 
     def source_reads(self) -> "Counter[int]":
         """How many edges leave each node, by node index in :meth:`columns`; counted once.
@@ -379,15 +379,12 @@ class AutogradGraph:
         Both the split of shared parameters and the fan-in junctions ask this of every
         drawn graph, and most graphs are drawn unchanged by either.
         """
-        reads = self._derived.get("source_reads")
-        if reads is None:
-            reads = self._derived["source_reads"] = Counter(map(itemgetter(0), self.columns(fill_ids=False).links))
-        return reads
+        return self.derived("source_reads", lambda: Counter(map(itemgetter(0), self.columns(fill_ids=False).links)))
 
     def derived(self, key: str, make: Callable[[], _T]) -> _T:
-        """``make()``, worked out once per graph and kept under ``key``: what the layers
-        above read of one graph more than once in a drawing (its junctions: the layout
-        estimate and the DOT writer both plan them). A graph is never changed, so what
+        """``make()``, worked out once per graph and kept under ``key``: what is read of
+        one graph more than once (the reads per node, its junctions: the layout estimate
+        and the DOT writer both plan them). A graph is never changed, so what
         is derived from it stays true."""
         if key not in self._derived:
             self._derived[key] = make()
@@ -395,10 +392,7 @@ class AutogradGraph:
 
     def node(self, node_id: str) -> Node:
         """The node with this id; KeyError if there is none."""
-        by_id = self._derived.get("by_id")
-        if by_id is None:
-            by_id = self._derived["by_id"] = {n.id: n for n in self.nodes}
-        return by_id[node_id]
+        return self.derived("by_id", lambda: {n.id: n for n in self.nodes})[node_id]
 
     def nodes_of_kind(self, *kinds: str) -> Iterator[Node]:
         return (n for n in self.nodes if n.kind in kinds)
