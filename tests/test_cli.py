@@ -610,7 +610,7 @@ def test_an_internal_error_is_one_line_that_says_it_is_a_bug_unless_debug(workdi
     def broken(*args, **kwargs):
         raise ValueError("max() arg is an empty sequence")
 
-    monkeypatch.setattr(cli, "_draw" if command == "render" else "_examine", broken)
+    monkeypatch.setattr(cli, "_draw" if command == "render" else "_findings_of", broken)
     sample = REPO / "samples" / "affine.py"
     result = invoke(command, sample, "-q", *(["-o", "out.dot"] if command == "render" else []))
     assert result.exit_code == 1

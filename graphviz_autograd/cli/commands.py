@@ -412,7 +412,7 @@ def check_command(
                 click.echo("note: loss(output) is not one scalar, so gradients are not checked", err=True)
             progress("walking the graph" + (" and running backward..." if backward else "..."))
             with _model_named_in_errors(loaded):
-                findings = _examine(loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory)
+                findings = _findings_of(loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory)
     if as_json:
         click.echo(findings_json(findings), nl=False)
     else:
@@ -624,9 +624,9 @@ def _draw(
             graph: AutogradGraph = measured.graph  # the ids its measurements are for
             overlays.append(measured.overlay())
             if diagnose:
-                overlays.insert(0, finding_overlay(_examine(loaded, graph, name_leaves=name_leaves, recorder=recorder)))
+                overlays.insert(0, finding_overlay(_findings_of(loaded, graph, name_leaves=name_leaves, recorder=recorder)))
         elif diagnose:
-            findings = _examine(
+            findings = _findings_of(
                 loaded, outputs, name_leaves=name_leaves, collect_saved=options.collect_saved, recorder=recorder
             )
             assert findings.graph is not None
@@ -709,7 +709,7 @@ def _explore(
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
-        findings = _examine(loaded, graph, name_leaves=name_leaves, recorder=recorder) if diagnose else False
+        findings = _findings_of(loaded, graph, name_leaves=name_leaves, recorder=recorder) if diagnose else False
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
     return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
                    expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,
@@ -717,7 +717,7 @@ def _explore(
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 
-def _examine(
+def _findings_of(
     loaded: LoadedModel,
     outputs: Any,
     *,
@@ -727,6 +727,8 @@ def _examine(
     recorder: Optional[Recorder] = None,
     top_memory: Optional[int] = None,
 ) -> Findings:
+    """What ``check`` finds on ``outputs`` of the loaded model, its parameters and inputs
+    named when ``name_leaves`` (the model file gave the model)."""
     from ..checks.diagnosis import DEFAULT_TOP_MEMORY, check
 
     if top_memory is None:
