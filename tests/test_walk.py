@@ -12,7 +12,7 @@ from torch import nn
 
 from graphviz_autograd import InputTypeError, NoGraphError, to_dot, walk
 from graphviz_autograd.capture import deep_graphs
-from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, AutogradGraph, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
 
 from .graph_cases import CASES
 
@@ -318,3 +318,52 @@ def test_cuda_tensors_walk_without_copying_to_host(monkeypatch):
     graph = walk(out, model, collect_saved=True)
     assert {n.device for n in graph.nodes_of_kind(PARAMETER)} == {"cuda:0"}
     assert all(n.device == "cuda:0" for n in graph.nodes_of_kind(SAVED))
+
+
+
+# A case built with a recorder is walked with it too.
+_REPEATED_READS_WALKS = [(name, mode) for name in sorted(CASES) for mode in ("plain", "saved and shapes", "recorded")
+                         if mode != "recorded" or name.startswith(("recorded_", "gpt2_"))]
+
+
+@pytest.mark.parametrize("name, mode", _REPEATED_READS_WALKS)
+def test_a_walked_graph_knows_its_repeated_reads_as_counting_them_finds(name, mode):
+    # The split of shared parameters and the junctions skip counting each node's reads
+    # on the walk's word: a wrong word would leave a shared weight or a fan-in undrawn.
+    built = CASES[name]()
+    recorder = built.options.get("recorder") if mode == "recorded" else None
+    assert recorder is not None or mode != "recorded"
+    kwargs = dict(collect_saved=True, collect_shapes=True) if mode == "saved and shapes" else {}
+    graph = walk(built.outputs, built.params, recorder=recorder, **kwargs)
+    sources = [edge.source for edge in graph.edges]
+    counted = len(sources) - len(set(sources))
+    assert graph.repeated_reads() == counted
+    assert AutogradGraph(graph.nodes, graph.edges).repeated_reads() == counted
+
+
+def test_a_deep_chain_and_a_weight_read_at_every_step_know_their_repeated_reads():
+    x = torch.ones(3, requires_grad=True)
+    w = torch.ones(3, requires_grad=True)
+    y = x
+    for _ in range(3_000):
+        y = y * w
+    graph = walk({"y": y, "again": y, "x": x}, {"x": x, "w": w})
+    sources = [edge.source for edge in graph.edges]
+    # w's AccumulateGrad read 3,000 times, y's op by two outputs, x by its AccumulateGrad and an output.
+    assert graph.repeated_reads() == len(sources) - len(set(sources)) == 2_999 + 1 + 1
+
+
+def test_a_walked_graph_whose_outputs_are_read_once_each_is_drawn_without_counting_reads(monkeypatch):
+    x = torch.ones(3, requires_grad=True)
+    y = x
+    for _ in range(50):
+        y = (y * 2).sin()
+    graph = walk(y, {"x": x})
+    expected = to_dot(AutogradGraph(graph.nodes, graph.edges, params_given=True))  # counts its reads
+
+    def counted(self):
+        raise AssertionError("a walked chain counted the reads of its nodes")
+
+    monkeypatch.setattr(AutogradGraph, "source_reads", counted)
+    monkeypatch.setattr(AutogradGraph, "_count_repeated_reads", counted)
+    assert to_dot(graph) == expected

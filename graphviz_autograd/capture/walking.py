@@ -274,7 +274,10 @@ class _Walker:
             self.links.append((source, out, (DATA, *meta[:2]) if self.collect_shapes else _DATA_LINK))
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
-        return AutogradGraph.from_columns(columns, self.params_given, modules, None if self.collect_shapes else False)
+        graph = AutogradGraph.from_columns(columns, self.params_given, modules, None if self.collect_shapes else False)
+        # A saved tensor's edge runs from the op that saved it to its node: only a walk
+        # without them has every node but the outputs leave by an edge from the start.
+        return graph if self.collect_saved else graph.walked(len(outputs))
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get indices in input order.

@@ -381,6 +381,34 @@ class AutogradGraph:
         """
         return self.derived("source_reads", lambda: Counter(map(itemgetter(0), self.columns(fill_ids=False).links)))
 
+    def repeated_reads(self) -> int:
+        """How many edges leave a node that another edge left before: 0 when each node
+        feeds at most one op. An output read n times takes n - 1 of them, so a graph with
+        fewer than n - 1 has no output read n times, and neither the split of shared
+        parameters nor the junctions need :meth:`source_reads` to know they have nothing
+        to do (a chain of a million ops reads each output once).
+
+        A walk knows it without counting (see :meth:`walked`).
+
+        >>> AutogradGraph.from_columns(Columns(None, [(OP, "A")] * 3, [(0, 1, ()), (0, 2, ()), (1, 2, ())])).repeated_reads()
+        1
+        """
+        return self.derived("repeated_reads", self._count_repeated_reads)
+
+    def _count_repeated_reads(self) -> int:
+        sources = list(map(itemgetter(0), self.columns(fill_ids=False).links))
+        return len(sources) - len(set(sources))
+
+    def walked(self, outputs: int) -> "AutogradGraph":
+        """This graph, made by a walk from ``outputs`` output nodes without saved tensors:
+        its :meth:`repeated_reads` worked out from its size. Such a walk adds every node
+        but an output together with an edge from it (the input that made it known), so
+        all nodes but the outputs feed something, and every edge past one per such node
+        is a repeated read."""
+        columns = self.columns(fill_ids=False)
+        self._derived["repeated_reads"] = len(columns.links) - (len(columns.contents) - outputs)
+        return self
+
     def derived(self, key: str, make: Callable[[], _T]) -> _T:
         """``make()``, worked out once per graph and kept under ``key``: what is read of
         one graph more than once (the reads per node, its junctions: the layout estimate

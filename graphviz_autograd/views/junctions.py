@@ -160,6 +160,8 @@ def graph_junctions(graph: AutogradGraph) -> Optional[Rerouted]:
     writer)."""
 
     def plan() -> Optional[Rerouted]:
+        if graph.repeated_reads() < MIN_LONG_READS:  # no output is read MIN_LONG_READS + 1 times
+            return None
         ids, contents, links = graph.columns(fill_ids=False)
         # An edge to an id that names no node gets a node of its own, after the nodes.
         return plan_junctions(len(contents) if ids is None else len(ids), links, reads=graph.source_reads())

@@ -51,8 +51,12 @@ def split_shared_leaves(graph: AutogradGraph, max_uses: Optional[int] = DEFAULT_
         return graph
     if isinstance(max_uses, bool) or not isinstance(max_uses, int) or max_uses < 1:
         raise OptionError(f"max_uses must be a positive integer or None; got {max_uses!r}.")
-    # Counted on the columns, in C-level passes: this runs on every drawn graph, a
-    # million-node one included, and most have no node used that often at all.
+    # This runs on every drawn graph, a million-node one included, and most have no
+    # node used that often at all: a node used more than max_uses times is max_uses
+    # repeated reads, which a walked graph knows without counting. The uses of each
+    # node are counted only past that, on the columns, in C-level passes.
+    if graph.repeated_reads() < max_uses:
+        return graph
     columns = graph.columns(fill_ids=False)
     contents, links = columns.contents, columns.links
     shared = _shared_accumulate_grads(contents, graph.source_reads(), max_uses)  # node index -> its uses
