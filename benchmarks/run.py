@@ -27,10 +27,15 @@ Columns, per graph (times in milliseconds, the best of ``--repeat`` runs):
   run before (as when a model is drawn again in the same process).
 - ``first``: ``walk+dot`` with that kept text dropped before each run, as for
   a model drawn for the first time in a process.
+- ``plain``: ``walk+dot`` drawing the graph as it was walked, as the floor draws
+  it: no shared weight drawn once per use (``split_shared=False``), no output
+  read far below drawn as a trunk (``junctions=False``). On a graph that has
+  neither (GPT-2, the chains) it draws the same DOT as ``walk+dot``; on the
+  others ``walk+dot`` less ``plain`` is what those two cost.
 - ``torchviz``: ``torchviz.make_dot(...).source`` when torchviz is installed;
   ``RecursionError`` where its recursive walk gives up (about 1,000 ops deep).
-- ``ours/bare``, ``ours/bare+leaves``, ``floor/bare``, ``ours/floor``, ``torchviz/ours``,
-  ``torchviz/first``: ratios of times taken in the same run.
+- ``ours/bare``, ``ours/bare+leaves``, ``floor/bare``, ``ours/floor``, ``plain/floor``,
+  ``torchviz/ours``, ``torchviz/first``: ratios of times taken in the same run.
 - ``peak MiB``: peak Python memory of one walk+dot, measured with tracemalloc.
 - ``dot -Tsvg``: with ``--layout``, Graphviz's time to lay out our DOT (graphs
   under 5,000 nodes only; ``>S s`` past ``--layout-timeout`` S seconds).
@@ -114,6 +119,7 @@ class Result:
     walk: float = 0.0
     walk_dot: float = 0.0
     first: float = 0.0
+    plain: float = 0.0
     torchviz: Optional[float] = None
     torchviz_failure: str = ""
     peak_bytes: int = 0
@@ -313,6 +319,12 @@ def ours(outputs: Any, params: Optional[dict]) -> tuple:
     return graph, to_dot(graph)  # both freed after the clock stops, as for ``walk``
 
 
+def ours_plain(outputs: Any, params: Optional[dict]) -> tuple:
+    """``ours`` drawing the graph as walked: nothing split, no junctions."""
+    graph = walk(outputs, params)
+    return graph, to_dot(graph, split_shared=False, junctions=False)
+
+
 def torchviz_source(outputs: Any, params: Optional[dict]) -> str:
     import torchviz
 
@@ -416,6 +428,7 @@ def measure_graph(
     result.walk = best_time(lambda: walk(outputs, params), repeat)
     result.walk_dot = best_time(lambda: ours(outputs, params), repeat)
     result.first = best_time(lambda: ours(outputs, params), repeat, before=forget_written_attrs)
+    result.plain = best_time(lambda: ours_plain(outputs, params), repeat)
     result.peak_bytes = peak_memory(lambda: ours(outputs, params))
     if with_torchviz:
         try:
@@ -513,8 +526,8 @@ def layout_table(rows: Sequence[tuple[str, str, str, Optional[float]]], timeout:
 # --- the table ---------------------------------------------------------------------
 
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "plain ms",
+    "torchviz ms", "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "plain/floor", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 LAYOUT_COLUMN = "dot -Tsvg"
 
@@ -551,11 +564,13 @@ def _row(r: Result, layout: bool) -> list[str]:
         _ms(r.walk),
         _ms(r.walk_dot),
         _ms(r.first),
+        _ms(r.plain),
         torchviz,
         f"{r.walk_dot / r.bare:.1f}",
         f"{r.walk_dot / r.bare_leaves:.1f}",
         f"{r.floor / r.bare:.1f}",
         f"{r.walk_dot / r.floor:.1f}",
+        f"{r.plain / r.floor:.1f}",
         torchviz_ratio,
         first_ratio,
         f"{r.peak_bytes / 2**20:,.1f}",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
-    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "torchviz ms",
-    "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "torchviz/ours", "torchviz/first", "peak MiB",
+    "graph", "nodes", "edges", "bare ms", "bare+leaves ms", "floor ms", "walk ms", "walk+dot ms", "first ms", "plain ms",
+    "torchviz ms", "ours/bare", "ours/bare+leaves", "floor/bare", "ours/floor", "plain/floor", "torchviz/ours", "torchviz/first", "peak MiB",
 ]
 
 
@@ -36,6 +36,7 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert float(cells["floor/bare"]) > 0 and float(cells["ours/floor"]) > 0
     float(cells["walk+dot ms"].replace(",", ""))
     float(cells["first ms"].replace(",", ""))
+    assert float(cells["plain ms"].replace(",", "")) > 0 and float(cells["plain/floor"]) > 0
     # torchviz dies past ~1,000 ops deep; when it is missing the column says so.
     assert cells["torchviz ms"] in ("RecursionError", "not installed")
     assert cells["torchviz/first"] == "-"
