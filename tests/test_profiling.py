@@ -319,6 +319,31 @@ def test_the_profile_command_writes_json_that_reads_back():
     assert any(op.label == "ConvolutionBackward0" and op.module == "conv1" for op in profile.ops)
 
 
+def test_the_profiler_starting_and_stopping_writes_no_lines_of_its_own_and_hides_nothing_else(capfd):
+    import os
+
+    from graphviz_autograd.checks.profiling import _without_profiler_chatter
+
+    with _without_profiler_chatter():
+        os.write(2, b"USDT:2026-11-26 14:50:35 14607:14607 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a warning of the device's own\n")
+        os.write(2, b"USDT:2026-11-26 14:50:35 14607:14607 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+        print("said in Python", file=sys.stderr)
+    # (In order, where sys.stderr writes to descriptor 2; the capture here writes it elsewhere.)
+    assert sorted(capfd.readouterr().err.splitlines()) == ["a warning of the device's own", "said in Python"]
+
+
+def test_the_profile_command_prints_the_tables_and_no_profiler_chatter():
+    result = subprocess.run(
+        [sys.executable, "-m", "graphviz_autograd", "profile", MNIST, "--steps", "2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("profile of Net on cpu")
+    assert result.stderr.startswith("loading ")  # what the command says of itself still comes
+    assert "profiler_start" not in result.stderr and "profiler_stop" not in result.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_the_profile_command_asked_for_cuda_without_it_exits_with_one_line():
     result = subprocess.run(

@@ -45,7 +45,11 @@ import copy
 import functools
 import json
 import math
+import os
+import re
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -573,7 +577,7 @@ class _StepRunner:
         notes: list[str] = []
         for number in range(steps):
             plain_times.append(self.step(f"step {number + 1}")[1])
-            with _profiler(self.device) as profiler:
+            with _started(_profiler(self.device)) as profiler:
                 marks, wall, _ = self.step(f"measured step {number + 1}", marked=True)
             profiled_times.append(wall)
             if marks.nodes != reference.nodes:
@@ -643,6 +647,56 @@ def _profiler(device: torch.device) -> Any:
         with_stack=False,
         use_kineto=True,
     )
+
+
+# What libkineto writes to the process's stderr each time a profiler starts or stops,
+# e.g. "USDT:2026-11-26 14:50:35 14607:14607 SyncActivityProfilerHandler.cpp:52] profiler_start":
+# two lines a measured step, which say nothing to the person who asked for the profile.
+_PROFILER_CHATTER = re.compile(rb"USDT:[^\n]*\] profiler_(?:start|stop)[ \t]*\r?\n?")
+
+
+@contextlib.contextmanager
+def _started(profiler: Any) -> Iterator[Any]:
+    """``with profiler``, started and stopped without the lines libkineto writes to
+    stderr as it does so; what else is written then is passed on. The step itself
+    runs with stderr as it was, so nothing the model writes is touched."""
+    with _without_profiler_chatter():
+        profiler.__enter__()
+    try:
+        yield profiler
+    except BaseException:
+        with _without_profiler_chatter():
+            profiler.__exit__(*sys.exc_info())
+        raise
+    with _without_profiler_chatter():
+        profiler.__exit__(None, None, None)
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter() -> Iterator[None]:
+    """File descriptor 2 caught while the block runs (C++ code writes there, not to
+    ``sys.stderr``), then written back without :data:`_PROFILER_CHATTER`."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no descriptor 2 to catch (a closed or replaced stderr)
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = _PROFILER_CHATTER.sub(b"", caught.read())
+            if kept:
+                os.write(2, kept)
 
 
 def _first_line(error: BaseException) -> str:
