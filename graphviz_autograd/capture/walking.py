@@ -275,9 +275,14 @@ class _Walker:
         modules = self.recorder.modules if self.recorder is not None else ()
         columns = Columns(None, self.contents, self.links)  # type: ignore[arg-type]
         graph = AutogradGraph.from_columns(columns, self.params_given, modules, None if self.collect_shapes else False)
-        # A saved tensor's edge runs from the op that saved it to its node: only a walk
-        # without them has every node but the outputs leave by an edge from the start.
-        return graph if self.collect_saved else graph.walked(len(outputs))
+        if not self.collect_saved:
+            # Every node but the outputs was added together with an edge leaving it (the
+            # input that made it known), so every edge past one per such node reads a node
+            # again: the graph's repeated reads, known without counting them. (A saved
+            # tensor's edge enters its node instead, so a walk with them leaves the count.)
+            repeated = len(self.links) - (len(self.contents) - len(outputs))
+            graph.derived("repeated_reads", lambda: repeated)
+        return graph
 
     def drain(self, stack: list[Any]) -> None:
         """Process grad_fn nodes depth first; children get indices in input order.

@@ -388,7 +388,8 @@ class AutogradGraph:
         parameters nor the junctions need :meth:`source_reads` to know they have nothing
         to do (a chain of a million ops reads each output once).
 
-        A walk knows it without counting (see :meth:`walked`).
+        A walk without saved tensors knows it without counting, and keeps it here
+        through :meth:`derived` (see ``capture.walking``).
 
         >>> AutogradGraph.from_columns(Columns(None, [(OP, "A")] * 3, [(0, 1, ()), (0, 2, ()), (1, 2, ())])).repeated_reads()
         1
@@ -398,16 +399,6 @@ class AutogradGraph:
     def _count_repeated_reads(self) -> int:
         sources = list(map(itemgetter(0), self.columns(fill_ids=False).links))
         return len(sources) - len(set(sources))
-
-    def walked(self, outputs: int) -> "AutogradGraph":
-        """This graph, made by a walk from ``outputs`` output nodes without saved tensors:
-        its :meth:`repeated_reads` worked out from its size. Such a walk adds every node
-        but an output together with an edge from it (the input that made it known), so
-        all nodes but the outputs feed something, and every edge past one per such node
-        is a repeated read."""
-        columns = self.columns(fill_ids=False)
-        self._derived["repeated_reads"] = len(columns.links) - (len(columns.contents) - outputs)
-        return self
 
     def derived(self, key: str, make: Callable[[], _T]) -> _T:
         """``make()``, worked out once per graph and kept under ``key``: what is read of
