@@ -130,6 +130,11 @@ class StepMeasures:
         self._last_output: Optional[_Measured] = None
         self._last_gradient: Optional[_Measured] = None
 
+    def anew(self) -> "StepMeasures":
+        """Empty measures for the next logged step: these settings, and the scratch size
+        this step needed (a hint; no tensor is kept from one step to the next)."""
+        return StepMeasures(self.with_histograms, self.sample, self.scratch_size)
+
     @property
     def empty(self) -> bool:
         """Whether nothing was measured."""

@@ -265,7 +265,7 @@ class Watcher:
         self._clear_step()
 
     def _clear_step(self) -> None:
-        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, self._measures.scratch_size)
+        self._measures = self._measures.anew()
         self._before = {}
         self._started = False
         self._calls.restart()
@@ -413,7 +413,7 @@ class Watcher:
 
     def _finish(self) -> None:
         measures = self._measures
-        self._measures = StepMeasures(self.with_histograms, self.histogram_sample, measures.scratch_size)
+        self._measures = measures.anew()
         self._before = {}
         if measures.empty:
             return
