@@ -35,6 +35,9 @@ _HOMES = {
     "check": "checks.diagnosis",
     "collapse": "views.collapsing",
     "explore": "explorer.pages",
+    "find_nonfinite": "checks.nonfinite_origin",
+    "ForwardFailure": "capture.recording",
+    "NonfiniteFindings": "checks.nonfinite_origin",
     "make_dot": "api",
     "profile_step": "checks.profiling",
     "record": "capture.recording",
@@ -68,6 +71,9 @@ __all__ = [
     "check",
     "collapse",
     "explore",
+    "find_nonfinite",
+    "ForwardFailure",
+    "NonfiniteFindings",
     "make_dot",
     "profile_step",
     "record",
@@ -89,6 +95,9 @@ if TYPE_CHECKING:
     from .checks.diagnosis import check as check
     from .drawing.dot_writer import to_dot as to_dot
     from .explorer.pages import explore as explore
+    from .checks.nonfinite_origin import NonfiniteFindings as NonfiniteFindings
+    from .checks.nonfinite_origin import find_nonfinite as find_nonfinite
+    from .capture.recording import ForwardFailure as ForwardFailure
     from .errors import CheckFailedError as CheckFailedError
     from .errors import GraphvizAutogradError as GraphvizAutogradError
     from .errors import GraphvizNotFoundError as GraphvizNotFoundError

@@ -24,7 +24,7 @@ from .module_graphs import gpt2_like
 from .test_architecture import MODULES
 
 # The modules that read tensors; every other module imports without torch.
-TORCH_MODULES = {"capture.attribute_names", "capture.naming", "capture.recording", "capture.walking", "checks.diagnosis", "checks.profiling", "training.measures", "training.watching", "integrations.tensorboard", "integrations.lightning", "integrations.transformers", "api", "cli.model_file"}
+TORCH_MODULES = {"capture.attribute_names", "capture.naming", "capture.nonfinite_values", "capture.recording", "capture.walking", "checks.diagnosis", "checks.nonfinite_origin", "checks.profiling", "training.measures", "training.watching", "integrations.tensorboard", "integrations.lightning", "integrations.transformers", "api", "cli.model_file"}
 DRAWING_MODULES = [name for name in MODULES if name not in TORCH_MODULES and name != "__init__"]
 
 

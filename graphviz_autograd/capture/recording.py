@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import threading
+import traceback
 import warnings
 from typing import Any, Callable, Optional
 
@@ -51,9 +53,11 @@ from ..graph.autograd_graph import (
     NO_GRAD_MODE,
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
+    module_of_call,
 )
 from .attribute_names import unregistered_tensors
 from .naming import layout_name, named_tensors
+from .nonfinite_values import LIBRARY_DIRS, ForwardValues, call_name, short_path, user_frame
 
 
 # (code, label text, module where the gradient was cut)
@@ -102,7 +106,7 @@ class Recorder:
     than once (``relu#2``); empty when recording without a model.
     """
 
-    def __init__(self, model: Optional[torch.nn.Module]):
+    def __init__(self, model: Optional[torch.nn.Module], *, nonfinite: bool = False):
         if model is not None and not isinstance(model, torch.nn.Module):
             raise InputTypeError(
                 f"record() takes an nn.Module (or nothing); got {type(model).__name__}. "
@@ -139,6 +143,13 @@ class Recorder:
         self._hooks: list[Any] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
+        # With nonfinite=True: where NaN and Inf were born, call by call (see nonfinite_values).
+        self.nonfinite: Optional[ForwardValues] = ForwardValues(self._name_of) if nonfinite else None
+        # The call that raised, while the forward pass runs; kept as ``failure`` when it ends the pass.
+        self.failure: Optional[ForwardFailure] = None
+        self._failing: Optional[tuple[ForwardFailure, BaseException]] = None
+        self._last_result: Any = None  # what the latest call returned, while recording
+        self._last_module = ""
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -183,6 +194,7 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         if self._mode is not None:
             raise RuntimeError("This recorder is already recording; use a new record() for each forward pass.")
+        self.failure = None
         self._calls.stack.clear()
         self._thread = threading.get_ident()
         if self.model is not None:
@@ -212,15 +224,57 @@ class Recorder:
     def __exit__(self, *exc_info: Any) -> None:
         mode, self._mode = self._mode, None
         try:
+            self._keep_failure(exc_info[1] if len(exc_info) > 1 else None)
             if mode is not None:
                 mode.__exit__(*exc_info)
         finally:
+            self._failing = None
+            self._last_result = None
             self._remove_hooks()
             self._calls.stack.clear()
             self._fixed_reasons = {}
             self._frozen_names = {}
             self._names = {}
             self._named_inputs = []
+
+    def _name_of(self, tensor: torch.Tensor) -> str:
+        """The name the model gives ``tensor`` (a parameter, buffer or input), '' when it gives none."""
+        return self._names.get(id(tensor), "")
+
+    def saw_failure(self, func: Callable, args: tuple, kwargs: dict, error: BaseException) -> None:
+        """A call of the forward pass raised ``error``: note it, with the tensors it was given.
+        Kept as :attr:`failure` if the error (or one raised from it) ends the recorded block."""
+        inputs = _tensors_in(args, kwargs)
+        named = [(self._names.get(id(t)) or f"argument {i}", t) for i, t in enumerate(inputs)]
+        module = self.current_module
+        failure = ForwardFailure(
+            call_name(func), module, self._type_of(module), _error_text(error), user_frame(),
+            tuple(f"{name}: {_tensor_text(t)}" for name, t in named), named,
+        )
+        self._failing = (failure, error)
+
+    def _keep_failure(self, error: Optional[BaseException]) -> None:
+        """At the end of the recorded block: the failure that ended it, if an exception did."""
+        if error is None or not isinstance(error, Exception):
+            return
+        failing = self._failing
+        if failing is not None and _raised_from(error, failing[1]):
+            self.failure = failing[0]
+            return
+        # Raised by Python code between calls (a check of shapes, a raise of the model's own):
+        # the graph is drawn up to what the last call made.
+        last = _tensors_in((self._last_result,)) if self._last_result is not None else []
+        cause = _root_error(error)
+        module = self._last_module
+        self.failure = ForwardFailure(
+            f"{type(cause).__name__} raised by Python code", module, self._type_of(module), _error_text(cause),
+            _error_frame(cause), tuple(f"{_LAST_RESULT}: {_tensor_text(t)}" for t in last),
+            [(_LAST_RESULT, t) for t in last],
+        )
+
+    def _type_of(self, module_call: str) -> str:
+        index = self._module_index.get(module_of_call(module_call))
+        return self._defined[index].type_name if index is not None else ""
 
     def _remove_hooks(self) -> None:
         for handle in self._hooks:
@@ -520,8 +574,21 @@ class _RecordingMode(TorchFunctionMode):
         before = None
         if _in_place(func) or kwargs.get("inplace") is True:
             before = [t.grad_fn for t in _tensors_in(args, kwargs)]
-        result = func(*args, **kwargs)
-        self.recorder.saw_call(func, args, kwargs, result, before)
+        recorder = self.recorder
+        values = recorder.nonfinite
+        if values is not None:
+            inputs_finite = values.before(_tensors_in(args, kwargs), recorder.current_module)
+        try:
+            result = func(*args, **kwargs)
+        except Exception as error:
+            recorder.saw_failure(func, args, kwargs, error)
+            raise
+        recorder.saw_call(func, args, kwargs, result, before)
+        if _is_tensor(result) or type(result) is tuple or type(result) is list:  # not a shape, a number
+            recorder._last_result = result
+            recorder._last_module = recorder.current_module
+        if values is not None:
+            values.after(func, args, kwargs, _tensors_in((result,)), inputs_finite, recorder.current_module)
         return result
 
 
@@ -584,14 +651,133 @@ COMPILED_NOTE = (
 )
 
 
-def record(model: Optional[torch.nn.Module] = None) -> Recorder:
+def record(model: Optional[torch.nn.Module] = None, *, nonfinite: bool = False) -> Recorder:
     """Record the forward pass run inside ``with record(model) as rec:``.
 
     Then ``make_dot(loss, recorder=rec)`` draws modules as clusters and says at each
     input without gradient how it lost it (``detach()``, ``no_grad()``, a frozen
     parameter, a buffer, ...). Without ``model`` only the reasons are recorded.
+
+    When the forward pass raises, ``rec.failure`` is the call that raised
+    (:class:`ForwardFailure`), and ``make_dot(rec.failure, recorder=rec)`` (or ``render``,
+    ``explore``) draws the graph up to it. ``nonfinite=True`` also reads every call's
+    values for NaN and Inf (``rec.nonfinite``; see
+    :func:`~graphviz_autograd.checks.nonfinite_origin.find_nonfinite`).
+
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(4, 2))
+    >>> rec = record(model)
+    >>> try:
+    ...     with rec:
+    ...         model(torch.ones(2, 4))
+    ... except RuntimeError:
+    ...     pass
+    >>> rec.failure.call, rec.failure.module, rec.failure.module_type
+    ('F.linear', '1', 'Linear')
     """
-    return Recorder(model)
+    return Recorder(model, nonfinite=nonfinite)
+
+
+class ForwardFailure:
+    """The call that raised in a recorded forward pass (:attr:`Recorder.failure`), and the
+    tensors it was given: what :func:`~graphviz_autograd.capture.walking.walk` (and so
+    ``make_dot``, ``render``, ``explore``) draws as the graph up to the failure, with the
+    failing call as a red node.
+
+    ``call`` names it (``F.linear``, ``Tensor.view``; for an exception raised by Python code
+    between calls, what raised it), ``module`` is the module call it ran in ('' at the top
+    level) and ``module_type`` its class, ``error`` the exception's type and first line,
+    ``where`` the user's source line, ``inputs`` a text per tensor it was given (name, shape,
+    dtype). It holds those tensors (and so the graph before them) until :meth:`release`.
+    """
+
+    def __init__(self, call: str, module: str, module_type: str, error: str, where: str,
+                 inputs: tuple[str, ...], tensors: list[tuple[str, torch.Tensor]]):
+        self.call = call
+        self.module = module
+        self.module_type = module_type
+        self.error = error
+        self.where = where
+        self.inputs = inputs
+        self._tensors = tensors
+
+    @property
+    def tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """The tensors the failing call was given, by name (empty after :meth:`release`)."""
+        return list(self._tensors)
+
+    @property
+    def has_graph(self) -> bool:
+        """Whether any tensor the failing call was given carries a graph (a grad_fn, or requires
+        grad): whether anything that ran before it is there to draw."""
+        return any(t.grad_fn is not None or t.requires_grad for _, t in self._tensors)
+
+    def release(self) -> None:
+        """Let go of the tensors the failing call was given (and so of the graph before them)."""
+        self._tensors = []
+
+    def summary(self) -> str:
+        """The failure in one sentence.
+
+        >>> ForwardFailure("F.linear", "1", "Linear", "RuntimeError: bad shapes", "net.py:9", ("input: (2, 4)",), []).summary()
+        'F.linear in 1 (Linear) raised RuntimeError: bad shapes, at net.py:9, given input: (2, 4).'
+        """
+        where = f" in {self.module} ({self.module_type})" if self.module else " at the top level"
+        at = f", at {self.where}" if self.where else ""
+        given = f", given {'; '.join(self.inputs)}" if self.inputs else ""
+        return f"{self.call}{where} raised {self.error}{at}{given}."
+
+    def __repr__(self) -> str:
+        return f"ForwardFailure({self.summary()!r})"
+
+
+# The name of the tensors a failure raised by Python code is drawn from.
+_LAST_RESULT = "last result"
+
+
+def _error_text(error: BaseException) -> str:
+    """'RuntimeError: <the first line of its message>'."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _raised_from(error: BaseException, origin: BaseException) -> bool:
+    """Whether ``error`` is ``origin`` or was raised while handling it (its cause or context, at any depth)."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = error
+    while current is not None and id(current) not in seen:
+        if current is origin:
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _root_error(error: BaseException) -> BaseException:
+    """The first exception of the chain that ``error`` was raised from (the user's own)."""
+    seen: set[int] = set()
+    while (error.__cause__ or error.__context__) is not None and id(error) not in seen:
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return error
+
+
+def _error_frame(error: BaseException) -> str:
+    """``file:line`` of the deepest frame of ``error``'s traceback outside torch and this package."""
+    where = ""
+    for frame in traceback.extract_tb(error.__traceback__):
+        filename = os.path.abspath(frame.filename)
+        if frame.filename.startswith("<") or filename.startswith(LIBRARY_DIRS):
+            continue
+        where = f"{short_path(frame.filename)}:{frame.lineno}"
+    return where
+
+
+def _tensor_text(tensor: torch.Tensor) -> str:
+    """'(2, 8) float32' (and 'requires grad' when it does)."""
+    shape = "(" + ", ".join(str(s) for s in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
+    grad = ", requires grad" if tensor.requires_grad else ""
+    return f"{shape} {str(tensor.dtype).replace('torch.', '')}{grad}"
 
 
 def _module_infos(model: torch.nn.Module) -> tuple[ModuleInfo, ...]:

@@ -27,9 +27,11 @@ from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, CUT, DATA, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, SAVED_TENSOR_OF,
+    ACCUMULATE_GRAD, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
+    SAVED_BY, SAVED_TENSOR_OF,
 )
-from ..graph.autograd_graph import AutogradGraph, Columns
+from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
+from .recording import ForwardFailure
 
 if TYPE_CHECKING:
     from .recording import Recorder
@@ -95,7 +97,14 @@ def walk(
     ``collect_sequence_numbers`` records each op node's autograd sequence number
     (:attr:`AutogradGraph.sequence_numbers`), the number the profiler tags its
     forward op and its backward with (see :mod:`graphviz_autograd.checks.profiling`).
+
+    ``outputs`` may also be the :class:`~graphviz_autograd.capture.recording.ForwardFailure`
+    of a forward pass that raised (``rec.failure``): the graph up to the failing call, which
+    is an op node (``n0``, ``note="failed"``) fed by the tensors it was given.
     """
+    if isinstance(outputs, ForwardFailure):
+        return _failure_graph(outputs, params, collect_saved=collect_saved, collect_shapes=collect_shapes,
+                              recorder=recorder, collect_sequence_numbers=collect_sequence_numbers)
     # A lone tensor (a loss) is the common case: named '' without starting the
     # generator that takes a nesting apart.
     named_outputs = [("", outputs)] if type(outputs) is torch.Tensor else list(named_tensors(outputs))
@@ -116,6 +125,53 @@ def walk(
     deep_graphs.hold(walker.fn_index)
     if recorder is not None:
         recorder.note_unseen({n.label for n in graph.nodes if n.kind == OP})
+    return graph
+
+
+def _failure_graph(
+    failure: ForwardFailure,
+    params: Params,
+    *,
+    collect_saved: bool,
+    collect_shapes: bool,
+    recorder: Optional["Recorder"],
+    collect_sequence_numbers: bool,
+) -> AutogradGraph:
+    """The graph up to a forward pass's failing call: that call as the op node ``n0``, fed by
+    the graphs of the tensors it was given (walked as outputs, then joined into it) and by a
+    no-grad input for each one that carries no gradient."""
+    tensors = failure.tensors
+    with_graph = {name: t for name, t in tensors if t.grad_fn is not None or t.requires_grad}
+    plain = [(name, t) for name, t in tensors if name not in with_graph]
+    if with_graph:
+        walked = walk(with_graph, params, collect_saved=collect_saved, collect_shapes=collect_shapes,
+                      recorder=recorder, collect_sequence_numbers=collect_sequence_numbers)
+        nodes, edges = list(walked.nodes), list(walked.edges)
+        modules, numbers = walked.modules, walked.sequence_numbers
+    else:
+        nodes, edges = [], []
+        modules, numbers = (recorder.modules if recorder is not None else ()), ()
+    outputs = {node.id for node in nodes if node.kind == OUTPUT}
+    kept = [node for node in nodes if node.id not in outputs]
+    renamed = {node.id: f"n{i + 1}" for i, node in enumerate(kept)}
+    failed_id = "n0"
+    for name in outputs:
+        renamed[name] = failed_id
+    attrs = (("error", failure.error),) + ((("at", failure.where),) if failure.where else ()) + tuple(
+        ("input", text) for text in failure.inputs)
+    new_nodes = [Node(failed_id, OP, failure.call, attrs=attrs, note=FAILED, module=failure.module)]
+    new_nodes += [node._replace(id=renamed[node.id]) for node in kept]
+    new_edges = [edge._replace(source=renamed[edge.source], target=renamed[edge.target]) for edge in edges]
+    for name, tensor in plain:
+        integer = not (tensor.is_floating_point() or tensor.is_complex())
+        text = f"{name} ({str(tensor.dtype).replace('torch.', '')})" if integer else f"{name} (requires_grad=False)"
+        node_id = f"n{len(new_nodes)}"
+        new_nodes.append(Node(node_id, NO_GRAD, text, note=INTEGER if integer else REQUIRES_GRAD_FALSE,
+                              module=failure.module))
+        new_edges.append(Edge(node_id, failed_id, CUT))
+    graph = AutogradGraph(tuple(new_nodes), tuple(new_edges), params is not None, modules)
+    if numbers:
+        graph = graph.with_sequence_numbers((renamed[node_id], number) for node_id, number in numbers if node_id in renamed)
     return graph
 
 
@@ -635,7 +691,7 @@ def count_functions(outputs: Any, limit: int) -> int:
     3
     """
     try:
-        tensors = [t for _, t in named_tensors(outputs)]
+        tensors = [t for _, t in (outputs.tensors if isinstance(outputs, ForwardFailure) else named_tensors(outputs))]
     except GraphvizAutogradError:
         return 0  # the walk says what is wrong with the outputs
     seen: dict[Any, None] = {}  # in the order found: each after one of its consumers

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 import torch
 
 from ..errors import CheckFailedError, InputTypeError, OptionError, check_choice
-from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, INTEGER, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph, parameter_nodes
+from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, FAILED, INTEGER, OP, INTEGER_RESULT, LEAF, NO_GRAD, PARAMETER, REQUIRES_GRAD_FALSE, SAVED_BY, AutogradGraph, parameter_nodes
 from ..graph.style import ERROR, INFO, SEVERITIES, SEVERITY_STYLES, WARNING
 from ..capture.recording import Recorder
 from ..capture.attribute_names import unregistered_tensors
@@ -41,6 +41,12 @@ GRAD_MISSING = "grad_missing"
 GRAD_ZERO = "grad_zero"
 GRAD_NORM_OUTLIER = "grad_norm_outlier"
 SAVED_MEMORY = "saved_memory"
+# The forward pass raised: the graph is the part that ran (a walked ForwardFailure).
+FORWARD_FAILED = "forward_failed"
+# Where NaN/Inf is born in a step (checks.nonfinite_origin.find_nonfinite).
+NONFINITE_FORWARD = "nonfinite_forward"
+NONFINITE_BACKWARD = "nonfinite_backward"
+NONFINITE_STEP = "nonfinite_step"
 # Findings over time, from watch(): the step and the module are in the message.
 NONFINITE_SEEN = "nonfinite_seen"
 DEAD_UNITS = "dead_units"
@@ -50,6 +56,7 @@ GRAD_NORM_TREND = "grad_norm_trend"
 UPDATE_RATIO = "update_ratio"
 
 CODES = (
+    FORWARD_FAILED,
     UNREGISTERED_LEAF,
     UNUSED_PARAMETER,
     FROZEN_PARAMETER,
@@ -59,6 +66,9 @@ CODES = (
     GRAD_ZERO,
     GRAD_NORM_OUTLIER,
     SAVED_MEMORY,
+    NONFINITE_FORWARD,
+    NONFINITE_BACKWARD,
+    NONFINITE_STEP,
     NONFINITE_SEEN,
     DEAD_UNITS,
     SATURATED,
@@ -262,7 +272,7 @@ def examine_graph(
 ) -> list[Finding]:
     """Findings about a walked graph, and about ``grads`` (id of parameter -> gradient) when given."""
     index = _GraphIndex(graph)
-    findings: list[Finding] = []
+    findings: list[Finding] = failure_findings(graph)
     if known.names_leaves:
         findings += _unregistered_findings(index, known)
     unused: list[Finding] = []
@@ -435,6 +445,24 @@ class _GraphIndex:
                 acc = self.accumulator.get(node_id)
                 return (node_id, acc) if acc else (node_id,)
         return ()
+
+
+def failure_findings(graph: AutogradGraph) -> list[Finding]:
+    """An error for the call a forward pass stopped at, when ``graph`` is the graph of one
+    that raised (a walked :class:`~graphviz_autograd.capture.recording.ForwardFailure`)."""
+    found = []
+    for node in graph.nodes:
+        if node.kind == OP and node.note == FAILED:
+            attrs = dict(node.attrs)
+            where = f"in {node.module}" if node.module else "at the top level"
+            at = f" at {attrs['at']}" if "at" in attrs else ""
+            given = "; ".join(value for key, value in node.attrs if key == "input")
+            found.append(Finding(
+                ERROR, FORWARD_FAILED,
+                f"The forward pass stopped at {node.label} {where}{at}: {attrs.get('error', 'it raised')}"
+                f"{' (given ' + given + ')' if given else ''}. The graph holds what ran before it.",
+                (node.id,), node.label))
+    return found
 
 
 def _by_severity(findings: list[Finding]) -> list[Finding]:
@@ -945,6 +973,7 @@ __all__ = [
     "WARNING",
     "check",
     "failing",
+    "failure_findings",
     "finding_overlay",
     "given_overlays",
     "gradient_overlay",

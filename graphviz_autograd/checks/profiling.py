@@ -387,10 +387,10 @@ def profile_step(
     elif model is None:
         raise OptionError("profile_step() needs a model and its inputs, or step=, a function that returns the loss.")
     else:
-        forward = _model_forward(model, inputs, loss)
+        forward = model_forward(model, inputs, loss)
     if model is not None:
-        _check_not_meta(model)
-    runner = _StepRunner(model, forward, optimizer, inputs)
+        check_not_meta(model)
+    runner = StepRunner(model, forward, optimizer, inputs)
     with runner.state_kept():
         return runner.profile(steps, warmup)
 
@@ -400,7 +400,9 @@ def _check_count(name: str, value: object, least: int) -> None:
         raise OptionError(f"{name} must be a whole number of {least} or more; got {value!r}.")
 
 
-def _model_forward(model: torch.nn.Module, inputs: Any, loss: Optional[Callable[[Any], Any]]) -> Callable[[], Any]:
+def model_forward(model: torch.nn.Module, inputs: Any, loss: Optional[Callable[[Any], Any]]) -> Callable[[], Any]:
+    """A step's forward pass as a function of nothing: ``loss(model(*inputs))``, with ``inputs``
+    a tuple of positional arguments, a dict of keyword arguments or one value (no ``loss``: the output)."""
     def forward() -> Any:
         if isinstance(inputs, dict):
             output = model(**inputs)
@@ -413,7 +415,8 @@ def _model_forward(model: torch.nn.Module, inputs: Any, loss: Optional[Callable[
     return forward
 
 
-def _check_not_meta(model: torch.nn.Module) -> None:
+def check_not_meta(model: torch.nn.Module) -> None:
+    """A MetaDeviceError when ``model`` holds a parameter or buffer on the meta device: nothing to run."""
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         if tensor.is_meta:
             raise MetaDeviceError(
@@ -457,8 +460,8 @@ class _Marks(NamedTuple):
     nodes: int
 
 
-class _StepRunner:
-    """Runs the steps of one :func:`profile_step` call and puts the model back after."""
+class StepRunner:
+    """Runs the steps of one :func:`profile_step` (or ``find_nonfinite``) call and puts the model back after."""
 
     def __init__(
         self,
@@ -535,7 +538,7 @@ class _StepRunner:
             sync()
         count = _next_sequence_nr() - base
         with _range(_BACKWARD, marked):
-            self.run(name, "backward pass", functools.partial(_backward, output))
+            self.run(name, "backward pass", functools.partial(run_backward, output))
             sync()
         if self.optimizer is not None:
             with _range(_OPTIMIZER, marked):
@@ -563,7 +566,7 @@ class _StepRunner:
         graph = walk(output, self.model, recorder=recorder, collect_sequence_numbers=True)
         self.device = _device_of(output)
         if warmup:
-            self.run("the recorded warm-up step", "backward pass", functools.partial(_backward, output))
+            self.run("the recorded warm-up step", "backward pass", functools.partial(run_backward, output))
             if self.optimizer is not None:
                 self.run("the recorded warm-up step", "optimizer step", self.optimizer.step)
         del output  # the graph goes before the measured steps
@@ -611,7 +614,7 @@ def _next_sequence_nr() -> int:
         return int(_MARKER.view(()).grad_fn._sequence_nr())  # type: ignore[union-attr]
 
 
-def _backward(output: Any) -> None:
+def run_backward(output: Any) -> None:
     """``backward()`` from the loss, or from every output tensor with a gradient of ones."""
     if isinstance(output, torch.Tensor) and output.numel() == 1 and output.grad_fn is not None:
         output.backward()

@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 import click
 
@@ -33,6 +33,7 @@ from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_
 from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
 
 if TYPE_CHECKING:
+    from ..checks.nonfinite_origin import NonfiniteFindings
     from ..graph.autograd_graph import AutogradGraph
     from ..checks.diagnosis import Finding, Findings
     from ..checks.profiling import StepProfile
@@ -205,6 +206,12 @@ def _model_command(name: str, short_help: str) -> Callable[[Callable], click.Com
     "each op and module box by its backward time; see 'graphviz-autograd profile'.",
 )
 @click.option(
+    "--nonfinite",
+    is_flag=True,
+    help="Run a training step watching every value, and mark where NaN or Inf is born (red) and which ops "
+    "only carried it on (orange); see 'graphviz-autograd check --nonfinite'.",
+)
+@click.option(
     "--layout",
     type=click.Choice(LAYOUTS),
     default="auto",
@@ -266,6 +273,7 @@ def render(
     hide_no_grad: bool,
     diagnose: bool,
     profile: bool,
+    nonfinite: bool,
     no_fold: bool,
     shapes: bool,
     expand_limit: Optional[int],
@@ -318,6 +326,10 @@ def render(
                 f"--expand-limit shapes the .html explorer page only, and this writes {fmt.upper()}; "
                 f"drop the option, or write the page with -o {spec.stem}.html."
             )
+        if profile and nonfinite:
+            raise click.UsageError(
+                "--profile and --nonfinite each run a step of their own and colour its graph; give one of them."
+            )
         if target is not None:
             check_writable(target)
         if fmt not in ("dot", JSON) and not (fmt == HTML and options.layout == "fixed"):
@@ -325,9 +337,15 @@ def render(
         with _stdout_to_stderr(target is None):
             loaded = _load(spec, model, input_shapes, training, progress)
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
-            measured = _measured_step(loaded, progress) if profile else None
+            measured: Optional[Union[StepProfile, NonfiniteFindings]] = None
+            if profile:
+                measured = _measured_step(loaded, progress)
+            elif nonfinite:
+                measured = _nonfinite_step(loaded, progress)
             recorder = None if no_record else record(loaded.model)
-            outputs = loaded.run(recorder)
+            outputs = _run_or_draw_failure(
+                loaded, recorder, _failure_path(spec, target, fmt), fmt, progress, options, timeout, name_leaves
+            )
             if fmt == HTML:
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, options=options, timeout=timeout, measured=measured)
@@ -354,6 +372,12 @@ def render(
     help="List the N modules whose ops save the most memory for backward (0: none).",
 )
 @click.option(
+    "--nonfinite",
+    is_flag=True,
+    help="Also run a training step watching every value, and name where NaN or Inf is born: the op in the "
+    "forward pass, the node in the backward pass, or the input that brought it.",
+)
+@click.option(
     "--fail-on",
     type=click.Choice(SEVERITIES),
     default=ERROR,
@@ -369,6 +393,7 @@ def check_command(
     training: Optional[bool],
     as_json: bool,
     top_memory: int,
+    nonfinite: bool,
     fail_on: str,
     quiet: bool,
     debug: bool,
@@ -395,7 +420,7 @@ def check_command(
     """
     import torch
 
-    from ..checks.diagnosis import failing
+    from ..checks.diagnosis import GRAD_NONFINITE, Findings, failing
     from .model_file import parse_model_spec
     from ..capture.recording import record
 
@@ -406,13 +431,25 @@ def check_command(
             loaded = _load(spec, model, input_shapes, training, progress)
             progress("running and recording the forward pass...")
             recorder = record(loaded.model)
-            outputs = loaded.run(recorder)
+            picture_format = "svg" if _has_graphviz() else "dot"
+            outputs = _run_or_draw_failure(
+                loaded, recorder, Path(f"{spec.stem}.failed.{picture_format}"), picture_format, progress, _DEFAULTS,
+                DEFAULT_TIMEOUT,
+            )
             backward = loaded.loss is not None and isinstance(outputs, torch.Tensor) and outputs.numel() == 1
             if loaded.loss is not None and not backward:
                 click.echo("note: loss(output) is not one scalar, so gradients are not checked", err=True)
             progress("walking the graph" + (" and running backward..." if backward else "..."))
             with _model_named_in_errors(loaded):
                 findings = _findings_of(loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory)
+            del outputs
+            if nonfinite:
+                found = _nonfinite_step(loaded, progress)
+                if found:  # one cause, one finding: the gradients it made NaN are named in its message
+                    findings = Findings([f for f in findings if f.code != GRAD_NONFINITE], findings.graph)
+                findings = Findings(sorted([*found, *findings], key=lambda f: SEVERITIES.index(f.severity)), findings.graph)
+            elif any(f.code == GRAD_NONFINITE for f in findings):
+                progress("gradients hold NaN or Inf: run again with --nonfinite to find where they are born")
     if as_json:
         click.echo(findings_json(findings), nl=False)
     else:
@@ -604,7 +641,7 @@ def _draw(
     name_leaves: bool,
     recorder: Optional[Recorder],
     diagnose: bool = False,
-    measured: Optional[StepProfile] = None,
+    measured: Optional[Union[StepProfile, NonfiniteFindings]] = None,
 ) -> tuple[str, str, Optional[Callable[[], str]]]:
     """Walk the outputs; return JSON or DOT text (folded and collapsed as
     ``options.depth`` says, see ``views.prepared.prepare``), the Graphviz program to draw it, and for ``layout="auto"`` the
@@ -660,6 +697,80 @@ def _draw(
     return source, laid_out.engine, fixed_source
 
 
+def _nonfinite_step(loaded: LoadedModel, progress: "_Progress") -> NonfiniteFindings:
+    """Where NaN or Inf is born in a step of the model file (``find_nonfinite``), said as progress."""
+    from ..checks.nonfinite_origin import find_nonfinite
+
+    progress("running a training step, watching every value for NaN and Inf...")
+    with _model_named_in_errors(loaded):
+        found = find_nonfinite(loaded.model, loaded.example_inputs, loss=loaded.loss)
+    progress("every value of the step is finite" if not found else f"NaN/Inf found: {found[0].subject} is where it is born")
+    return found
+
+
+def _failure_path(spec: ModelSpec, target: Optional[Path], fmt: str) -> Path:
+    """Where ``render`` draws the graph of a forward pass that failed: beside the file asked
+    for, ``out.failed.svg`` for ``out.svg`` (the file asked for is left as it was), or
+    ``<model>.failed.<format>`` in the current folder when the output goes to stdout."""
+    if target is None:
+        return Path(f"{spec.stem}.failed.{fmt}")
+    return target.with_name(f"{target.stem}.failed{target.suffix or '.' + fmt}")
+
+
+def _has_graphviz() -> bool:
+    try:
+        find_dot()
+    except GraphvizNotFoundError:
+        return False
+    return True
+
+
+def _run_or_draw_failure(
+    loaded: LoadedModel,
+    recorder: Optional[Recorder],
+    picture: Path,
+    fmt: str,
+    progress: "_Progress",
+    options: DrawOptions,
+    timeout: float,
+    name_leaves: bool = True,
+) -> Any:
+    """Run the model file's forward pass (and loss). When it raises inside ``recorder``, the
+    graph up to the failing call is drawn to ``picture`` (in ``fmt``) and the error says where;
+    the command still fails with it."""
+    from .model_file import ModelFileError
+
+    try:
+        return loaded.run(recorder)
+    except ModelFileError as error:
+        failure = recorder.failure if recorder is not None else None
+        if failure is None or not failure.has_graph:  # nothing ran that a picture could show
+            raise
+        progress(f"the forward pass failed at {failure.call}; drawing the graph up to it...")
+        try:
+            if fmt == HTML:
+                page = _explore(loaded, failure, progress, name_leaves=name_leaves, recorder=recorder, diagnose=False,
+                                options=options, timeout=timeout)
+                written = write_atomic(picture, page.html().encode("utf-8"))
+            else:
+                text, engine, fixed_source = _draw(loaded, failure, fmt, progress, options, name_leaves=name_leaves,
+                                                   recorder=recorder)
+                _write(text, picture, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
+                written = picture
+        except GraphvizAutogradError as drawing_error:
+            raise ModelFileError(
+                f"{error} (The graph up to the failing call could not be drawn: {drawing_error})"
+            ) from error
+        finally:
+            failure.release()
+        where = f"{failure.module} ({failure.module_type})" if failure.module else "the top level"
+        said = str(error).rstrip()
+        raise ModelFileError(
+            f"{said}{'' if said.endswith('.') else '.'} The graph up to the failing call ({failure.call} in {where}, "
+            f"in red) is drawn in {written}."
+        ) from error
+
+
 def _measured_step(loaded: LoadedModel, progress: "_Progress") -> StepProfile:
     """A profile of the model file's training step, for ``render --profile``."""
     from ..checks.profiling import profile_step
@@ -694,7 +805,7 @@ def _explore(
     diagnose: bool,
     options: DrawOptions,
     timeout: float,
-    measured: Optional[StepProfile] = None,
+    measured: Optional[Union[StepProfile, NonfiniteFindings]] = None,
 ) -> Any:
     """The explorer page of the outputs: one walk, with what check finds when asked, and with
     a ``measured`` step, the graph its profile walked, coloured by its times and memory."""
@@ -709,7 +820,9 @@ def _explore(
         else:
             names = loaded.tensor_names() if name_leaves else None
             graph = walk(outputs, names, collect_saved=True, collect_shapes=True, recorder=recorder)
-        findings = _findings_of(loaded, graph, name_leaves=name_leaves, recorder=recorder) if diagnose else False
+        findings: Any = _findings_of(loaded, graph, name_leaves=name_leaves, recorder=recorder) if diagnose else False
+    if isinstance(measured, list):  # the findings of where NaN/Inf is born: badges on the page
+        findings = [*(findings or []), *measured]
     progress(f"walked {len(graph.nodes)} nodes; laying out each distinct level with dot...")
     return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
                    expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,

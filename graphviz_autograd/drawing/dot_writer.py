@@ -26,9 +26,11 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, cast
 
 from ..graph.module_tree import ModuleTree
-from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe, junction_lines, module_label_lines, shape_text, tensor_headline
+from ..graph.descriptions import (
+    NO_GRAD_LABEL, UNNAMED, describe, failed_call_lines, junction_lines, module_label_lines, shape_text, tensor_headline,
+)
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, DATA, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
+    ACCUMULATE_GRAD, DATA, FAILED, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location
 from ..views.junctions import Rerouted, graph_junctions
@@ -39,6 +41,7 @@ from ..graph.style import (
     DATA_JOIN,
     EDGE_LABEL_ATTRS,
     EDGE_STYLES,
+    FAILED_STYLE,
     GRAPH_ATTRS,
     JUNCTION_ATTRS,
     LEGEND_TEXT,
@@ -689,6 +692,8 @@ class _Writer:
 
     def node_attrs(self, node: Node, overlay: Optional[Mapping[str, str]] = None) -> str:
         """The bracketed attribute list of one node, as its line writes it, with ``overlay`` laid over."""
+        if node.note == FAILED and node.kind == OP:  # the call a forward pass stopped at: red
+            return self.overlaid_attrs(node, {**FAILED_STYLE, **(overlay or {})})
         if overlay:
             return self.overlaid_attrs(node, overlay)
         # Every node of a kind has the same attributes but its label and tooltip: those
@@ -776,6 +781,8 @@ class _Writer:
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
         kind = node.kind
+        if node.note == FAILED and kind == OP:
+            return label(failed_call_lines(node), True)
         if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
             # A recorded graph has the same op in many modules: its label is one text.
             value = self.op_labels.get(node.label)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
-from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe_op, module_box_lines, shape_text
+from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe_op, failed_call_tooltip, module_box_lines, shape_text
 from ..drawing.dot_writer import label as dot_label
 from ..drawing.dot_writer import attr_list, digraph, quote
 from ..errors import (
@@ -50,7 +50,7 @@ from ..errors import (
     LayoutTimeoutError,
     RenderError,
 )
-from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
+from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, FAILED, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
 from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
@@ -59,7 +59,7 @@ from ..views.page_fit import choose_layout, node_size
 from ..views.prepared import View, prepare
 from ..views.shown import shown_text
 from ..options import DrawOptions
-from ..views.overlays import Overlay, overlay_names, saved_bytes_by_op, saved_bytes_overlay
+from ..views.overlays import Overlay, failure_overlay, overlay_names, saved_bytes_by_op, saved_bytes_overlay
 from ..views.stacking import stacking_edges
 from ..graph.style import EDGE_STYLES
 from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, check_timeout, run_dot, write_atomic
@@ -228,6 +228,11 @@ def explore(
         findings = check(graph, params=params if graph.params_given else None)
     elif diagnose is not False and diagnose is not None:
         findings = list(diagnose)
+    if failure_overlay(graph) is not None:  # a forward pass that raised: its failing call badged, as check says it
+        from ..checks.diagnosis import FORWARD_FAILED, failure_findings
+
+        if not any(getattr(f, "code", "") == FORWARD_FAILED for f in findings):
+            findings = failure_findings(graph) + findings
     colours = [saved_bytes_overlay(graph)]
     if grad_colors is not None:
         from ..checks.diagnosis import gradient_norms, gradient_overlay
@@ -483,7 +488,8 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
     meanings = {}
     for node in nodes:
         if node.kind == OP and node.label not in meanings:
-            meanings[node.label] = describe_op(node.label)
+            # The call a forward pass stopped at is no backward op: its words say what happened.
+            meanings[node.label] = failed_call_tooltip(node) if node.note == FAILED else describe_op(node.label)
 
     level_rows = []
     for path in level_paths:

@@ -42,6 +42,10 @@ REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant withou
 INTEGER = "integer"  # an integer or bool tensor
 INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one with gradient (x > 0, argmax(), .long())
 
+# An op node whose forward call raised (Node.note): the failing call of a forward pass that
+# did not finish, drawn at the end of the graph up to it (see capture.recording.ForwardFailure).
+FAILED = "failed"
+
 REASON_CODES = (
     DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER, INTEGER_RESULT,
 )

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Iterable, Optional, Sequence
 
-from .autograd_graph import ACCUMULATE_GRAD, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
+from .autograd_graph import ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
 
 # What common ops do, by the base name their backward node is named after.
 OP_MEANINGS = {
@@ -271,6 +271,8 @@ def describe(
     """
     kind = node.kind
     lines: list[str]
+    if kind == OP and node.note == FAILED:
+        return failed_call_tooltip(node)
     if kind == OP:
         lines = describe_op(node.label)
     elif kind == ACCUMULATE_GRAD:
@@ -300,6 +302,56 @@ def describe(
         if show_attrs and node.attrs:
             lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in node.attrs))
     return lines
+
+
+# How wide a failed call's label wraps its error text, and how many lines of it it shows.
+FAILED_LINE_CHARS = 60
+FAILED_ERROR_LINES = 3
+
+
+def failed_call_lines(node: Node) -> list[str]:
+    """The label of a failed call (an op node with ``note="failed"``): the call, its error
+    wrapped to a few lines, where it was called and the shape of each tensor it was given.
+
+    >>> node = Node("n0", OP, "F.linear", attrs=(("error", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x8 and 16x4)"),
+    ...             ("at", "net.py:9"), ("input", "x: (2, 8) float32")), note="failed", module="l2")
+    >>> failed_call_lines(node)  # doctest: +NORMALIZE_WHITESPACE
+    ['F.linear FAILED', 'RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x8', 'and 16x4)', 'at net.py:9',
+     'x: (2, 8) float32']
+    """
+    attrs = node.attrs
+    error = next((value for key, value in attrs if key == "error"), "")
+    lines = [f"{node.label} FAILED", *_wrapped(error, FAILED_LINE_CHARS, FAILED_ERROR_LINES)]
+    lines += [f"at {value}" for key, value in attrs if key == "at"]
+    lines += [_cut(value, FAILED_LINE_CHARS) for key, value in attrs if key == "input"]
+    return lines
+
+
+def failed_call_tooltip(node: Node) -> list[str]:
+    """The tooltip of a failed call: what happened, in full."""
+    where = f" in {node.module}" if node.module else " at the top level"
+    lines = [f"The forward pass stopped here: {node.label}{where} raised an exception."]
+    for key, value in node.attrs:
+        lines.append(f"{'given' if key == 'input' else key}: {value}")
+    return lines
+
+
+def _wrapped(text: str, width: int, most: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces; at most ``most`` lines."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    if len(lines) > most:
+        lines = lines[:most]
+        lines[-1] = _cut(lines[-1] + " ...", width)
+    return [_cut(line, width) for line in lines]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _describe_module(node: Node) -> list[str]:

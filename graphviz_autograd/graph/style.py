@@ -55,6 +55,9 @@ NODE_STYLES: dict[str, dict[str, str]] = {
     MODULE: {"fillcolor": "lemonchiffon", "style": "filled,rounded"},
 }
 
+# The call a forward pass stopped at (an op node with note "failed"): red, whatever its kind's style.
+FAILED_STYLE = {"color": "red", "fillcolor": "mistyrose", "fontcolor": "red3", "penwidth": "3"}
+
 # Kinds of edge that only a drawing has (see graphviz_autograd.junctions): an
 # output joining the trunk that carries it to the ops reading it, and the trunk
 # from one junction to the next. Drawn as the edge they stand for, without an

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Optional, Sequence
 
 from ..errors import OptionError, check_choice
-from ..graph.autograd_graph import SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, dtype_itemsize
+from ..graph.autograd_graph import FAILED, OP, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, dtype_itemsize
 from ..graph.descriptions import format_bytes, format_seconds
-from ..graph.style import SEVERITIES
+from ..graph.style import ERROR, SEVERITIES
 
 ROLLUPS = ("sum", "max")
 SCALES = ("log", "severity")
@@ -194,3 +194,33 @@ def overlay_names(overlays: Iterable[Overlay]) -> list[str]:
             raise OptionError(f"two overlays are named {overlay.name!r}; give each its own name.")
         names.append(overlay.name)
     return names
+
+
+FAILURE_OVERLAY = "failure"
+
+
+def failure_overlay(graph: AutogradGraph) -> Optional[Overlay]:
+    """The call a forward pass stopped at as an error, rolled onto the module boxes around it
+    (so that a summary still shows where the pass failed); None for a graph of a pass that finished.
+
+    The failing call of a walked :class:`~graphviz_autograd.capture.recording.ForwardFailure`
+    is its first node, ``n0``: only that node is looked at, so a graph of a million nodes pays nothing.
+
+    >>> from graphviz_autograd.graph.autograd_graph import Node
+    >>> failed = AutogradGraph((Node("n0", "op", "F.linear", attrs=(("error", "RuntimeError: bad"),), note="failed"),), ())
+    >>> failure_overlay(failed).values, failure_overlay(AutogradGraph((Node("n0", "op", "ExpBackward0"),), ())) is None
+    ({'n0': 2.0}, True)
+    """
+    contents = graph.columns(fill_ids=False)
+    if not contents.contents:
+        return None
+    first = contents.contents[0]
+    if first is None or first[0] != OP or first[6] != FAILED:
+        return None
+    node_id = contents.ids[0] if contents.ids is not None else "n0"
+    error = next((value for key, value in first[5] if key == "error"), "")
+    return Overlay(
+        FAILURE_OVERLAY, "forward pass failed", {node_id: severity_value(ERROR)}, rollup="max", scale="severity",
+        tooltips={node_id: f"The forward pass stopped at {first[1]}"
+                           f"{' in ' + first[7] if first[7] else ''} (marked red): {error}"},
+    )

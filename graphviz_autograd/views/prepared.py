@@ -36,7 +36,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from ..graph.autograd_graph import AutogradGraph
 from ..options import DrawOptions, draw_options
-from .overlays import KeyItem, Overlay, overlay_names
+from .overlays import FAILURE_OVERLAY, KeyItem, Overlay, failure_overlay, overlay_names
 from .page_fit import Fitted, as_drawn, choose_layout, fit_to_page
 from .shown import shown_names
 
@@ -91,6 +91,12 @@ def prepare(
     options = draw_options(options, **changes)
     overlays = tuple(overlays)
     overlay_names(overlays)
+    if not levels and not any(overlay.name == FAILURE_OVERLAY for overlay in overlays):
+        # (A page badges it as a finding instead: explore() adds it to the findings.)
+        # A forward pass that raised: the box around the failing call is marked too, in any summary.
+        failed = failure_overlay(graph)
+        if failed is not None:
+            overlays = (failed, *overlays)
     if levels:
         return View(
             graph=shown_names(graph), options=options, depth=None, compact=False, note="", layout=options.layout,
@@ -98,6 +104,12 @@ def prepare(
         )
     fitted = fit_to_page(graph, options)
     drawn = as_drawn(fitted.graph, options)
+    notes = note_boxes(fitted.note)
+    failed = next((o for o in overlays if o.name == FAILURE_OVERLAY), None)
+    if failed is not None and fitted.depth is not None:
+        # The failing call sits inside a module drawn as one box (marked red): its words go in a note.
+        notes += [(textwrap.wrap(line, NOTE_WIDTH), {**NOTE_ATTRS, "color": "red", "fillcolor": "mistyrose", "fontcolor": "red3"})
+                  for line in failed.tooltips.values()]
     layout, layout_note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)
     return View(
         graph=drawn,
@@ -108,7 +120,7 @@ def prepare(
         layout=layout,
         layout_note=layout_note,
         overlays=_rolled(overlays, fitted, graph),
-        notes=tuple(note_boxes(fitted.note)),
+        notes=tuple(notes),
         source=graph,
         source_overlays=overlays,
     )
