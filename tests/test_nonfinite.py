@@ -151,3 +151,13 @@ def test_bad_arguments_are_named():
         find_nonfinite("model")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="step"):
         find_nonfinite(nn.Linear(2, 2), torch.ones(1, 2), step=lambda: None)
+
+
+def test_the_benchmark_table_of_broken_models_runs():
+    from benchmarks.nonfinite import cases_table
+
+    rows = cases_table()
+    named = [row for row in rows if row.startswith("| ") and not row.startswith("| broken")]
+    assert len(named) == len(CASES)
+    assert all(f"| {case.code}: {case.subject} |" in row for case, row in zip(CASES, named))
+    assert rows[-1].strip().endswith("(tests/test_nonfinite.py holds it to that).")
