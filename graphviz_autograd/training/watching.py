@@ -45,11 +45,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import functools
 import math
 import os
 import statistics
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -70,7 +68,8 @@ from ..checks.diagnosis import (
     WARNING,
     Finding,
 )
-from ..errors import InputTypeError, OptionError, OutputPathError
+from ..drawing.rendering import check_writable, write_atomic
+from ..errors import GraphvizAutogradError, InputTypeError, OptionError
 from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
 from .measures import (
@@ -218,7 +217,7 @@ class Watcher:
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
         if page is not None:
-            self.listen(functools.partial(_write_page, page=page, page_every=page_every))
+            self.listen(_PageWriter(page, page_every))
         self._graph: Optional[AutogradGraph] = None
         self._recorder: Optional[Recorder] = None
         self._started = False  # whether the running logged step ran its first forward call
@@ -627,9 +626,12 @@ class Watcher:
 
     def save(self, path: Union[str, "os.PathLike[str]"], graph: Optional[AutogradGraph] = None) -> Optional[Path]:
         """Write :meth:`page` to ``path`` atomically (one offline file; reloading it shows the
-        latest). Under torch.distributed only rank 0 writes; other ranks return None."""
+        latest). Under torch.distributed only rank 0 writes; other ranks return None. A path
+        that cannot be written is an :class:`~graphviz_autograd.errors.OutputPathError`,
+        raised before the page is laid out."""
         if _rank() != 0:
             return None
+        check_writable(path)
         return self.page(graph).save(path)
 
     def to_dict(self) -> dict[str, Any]:
@@ -679,20 +681,10 @@ class Watcher:
             data = {"ranks": gathered, "world_size": _world_size()}
         if rank != 0:
             return None
-        target = Path(path)
-        if not target.parent.is_dir():
-            raise OutputPathError(f"save_json() cannot write {str(target)!r}: its folder does not exist; create it first.")
+        check_writable(path)
+        # ensure_ascii: a name holding a lone surrogate is written as its \u escape, not failed on.
         text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                file.write(text)
-            os.replace(temporary, target)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
-        return target
+        return write_atomic(path, text.encode("utf-8"))
 
     # --- findings over time ---
 
@@ -886,10 +878,33 @@ class Watcher:
 watch = Watcher
 
 
-def _write_page(watcher: Watcher, logged: LoggedStep, *, page: Union[str, "os.PathLike[str]"], page_every: int) -> None:
-    """Write the page of a run every ``page_every`` logged steps (``watch(page=...)``)."""
-    if len(watcher.steps) % page_every == 0:
-        watcher.save(page)
+class _PageWriter:
+    """Writes the page of a run every ``page_every`` logged steps (``watch(page=...)``).
+
+    The page is a view of training, not part of it: a page that cannot be written (its
+    folder gone, a full disk, Graphviz missing) is said once in a warning, and training
+    goes on; each later logged step tries again.
+    """
+
+    def __init__(self, page: Union[str, "os.PathLike[str]"], page_every: int):
+        self.page = page
+        self.page_every = page_every
+        self.warned = False
+
+    def __call__(self, watcher: Watcher, logged: LoggedStep) -> None:
+        if len(watcher.steps) % self.page_every:
+            return
+        try:
+            watcher.save(self.page)
+        except (GraphvizAutogradError, OSError) as error:
+            if not self.warned:
+                self.warned = True
+                warnings.warn(
+                    f"watch(page=...) could not write the page at step {logged.step}: {error} "
+                    "Training goes on; the page is tried again at each logged step, and this is said once.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
