@@ -600,3 +600,26 @@ def test_a_library_warning_while_loading_is_a_note(tmp_path, monkeypatch):
         "note: net.py: while it was loaded, torch.export logged: ran into (--debug shows it whole)\n"
         "note: net.py: while it was loaded, UserWarning: old\\x1b[2J api (--debug shows it whole)\n"
     )
+
+
+# --- 16. a model with nothing that requires grad -----------------------------------
+
+
+def test_profiling_a_model_with_nothing_requiring_grad_says_what_to_change(tmp_path, monkeypatch):
+    from graphviz_autograd import NoGraphError, profile_step
+
+    frozen = torch.nn.Linear(2, 1).requires_grad_(False)
+    with pytest.raises(NoGraphError) as raised:
+        profile_step(frozen, (torch.ones(1, 2),), steps=1, warmup=1)
+    assert str(raised.value) == (
+        "Nothing to profile: the output of the forward pass has no autograd graph, so a training step has no backward "
+        "pass to time; every one of the 2 parameters of Linear is frozen (requires_grad=False). Make a parameter "
+        "trainable (requires_grad_(True)) and run the forward pass with gradients enabled."
+    )
+    monkeypatch.chdir(tmp_path)
+    Path("frozen.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 1).requires_grad_(False)\nexample_inputs = (torch.ones(1, 2),)\n"
+    )
+    result = CliRunner().invoke(main, ["profile", "frozen.py", "-q"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: frozen.py: {raised.value}\n"

@@ -131,3 +131,29 @@ def test_a_tensorboard_folder_that_is_a_file_is_an_output_path_error(tmp_path, m
     with pytest.raises(OutputPathError, match=r"^Cannot write into 'runs/inner': 'runs' is a file, not a folder\."):
         log_to_tensorboard(w, os.path.join("runs", "inner"))
     assert sorted(os.listdir(".")) == ["runs"]
+
+
+def test_modules_put_into_the_model_after_watch_started_are_named_once_in_a_finding():
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not taken for torch.compile'd code
+        with watch(model, optimizer=opt, every=1) as w:
+            for step in range(5):
+                if step == 2:
+                    model.fc2 = nn.Linear(8, 8)  # in place of a watched one
+                    model.extra = nn.Tanh()  # a new one
+                    opt.add_param_group({"params": model.fc2.parameters()})
+                model(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+    found = [f for f in w.findings() if f.code == "unwatched_module"]
+    assert [(f.severity, f.subject) for f in found] == [("info", "fc2")]
+    assert found[0].message == (
+        "2 modules were put into the model after watch() started, so their calls have no statistics: "
+        "fc2 (Linear, seen from step 2), extra (Tanh, seen from step 2). "
+        "Build the whole model, or replace its modules, before entering watch()."
+    )
+    assert "fc2" not in w.latest("activation_std")  # its calls were indeed not measured
+    quiet = train(Net(), 3, {"every": 1})
+    assert not [f for f in quiet.findings() if f.code == "unwatched_module"]

@@ -491,7 +491,7 @@ def profile_command(
                 f"running {warmup} warm-up step{'s' if warmup != 1 else ''}, then {steps} step{'s' if steps != 1 else ''} "
                 f"with the profiler and {steps} without it, on {device}..."
             )
-            with _model_named_in_errors(loaded):
+            with _model_named_in_errors(loaded, said=True):
                 profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup)
     if as_json:
         click.echo(profile.to_json(), nl=False)
@@ -682,7 +682,7 @@ def _measured_step(loaded: LoadedModel, progress: "_Progress") -> StepProfile:
     from ..checks.profiling import profile_step
 
     progress("measuring a training step (3 steps after 1 warm-up)...")
-    with _model_named_in_errors(loaded):
+    with _model_named_in_errors(loaded, said=True):
         measured = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss)
     progress(f"measured on {measured.device}: a step takes {measured.step_time * 1e3:.1f} ms")
     return measured
@@ -770,10 +770,14 @@ def _findings_of(
 
 
 @contextlib.contextmanager
-def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
+def _model_named_in_errors(loaded: LoadedModel, said: bool = False) -> Iterator[None]:
+    """A NoGraphError names the model file, and says what to change there (unless ``said``:
+    profile_step's own error says it already)."""
     try:
         yield
     except NoGraphError as error:
+        if said:
+            raise NoGraphError(f"{loaded.source}: {error}") from error
         raise NoGraphError(
             f"{loaded.source}: {error} In the model file, keep a parameter trainable and "
             f"build the output with gradients enabled."

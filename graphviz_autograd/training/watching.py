@@ -62,8 +62,10 @@ from ..checks.diagnosis import (
     ERROR,
     GRAD_NORM_SPAN,
     GRAD_NORM_TREND,
+    INFO,
     NONFINITE_SEEN,
     SATURATED,
+    UNWATCHED_MODULE,
     UPDATE_RATIO,
     WARNING,
     Finding,
@@ -222,6 +224,8 @@ class Watcher:
         self._recorder: Optional[Recorder] = None
         self._started = False  # whether the running logged step ran its first forward call
         self._warned_compiled = False
+        self._hooked: dict[str, int] = {}  # module path -> id of the module its hooks are on
+        self._unwatched: dict[str, tuple[int, str]] = {}  # module path -> (step first seen, its type)
 
     # --- the context manager ---
 
@@ -241,6 +245,7 @@ class Watcher:
         self._detach()
 
     def _attach(self) -> None:
+        self._hooked = {name: id(module) for name, module in self.model.named_modules()}
         for name, module in self.model.named_modules():
             self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
             self._hooks.append(module.register_forward_hook(self._leaving(name, _BOUNDED.get(type(module).__name__))))
@@ -421,6 +426,7 @@ class Watcher:
         values, counts = layout.read(numbers)
         logged = LoggedStep(self.step_count, values, counts)
         self._note_nonfinite(logged)
+        self._note_unwatched()
         self._note_unseen(values)
         if self._logged % self._stride == 0:
             self._log.append(logged)
@@ -481,7 +487,7 @@ class Watcher:
     def _note_unseen(self, values: Mapping[str, Mapping[str, float]]) -> None:
         seen = values.get("activation_mean", {})
         inner = len(self._module_types) > 1 and not any(key for key in seen)
-        if inner and values.get("grad_norm") and not self._warned_compiled:
+        if inner and values.get("grad_norm") and not self._warned_compiled and not self._unwatched:
             self._warned_compiled = True
             warnings.warn(
                 "graphviz-autograd: watch() does not see inside torch.compile'd code: no statistics of the "
@@ -489,6 +495,14 @@ class Watcher:
                 f"uncompiled to see them. ({COMPILED_NOTE})",
                 stacklevel=4,
             )
+
+    def _note_unwatched(self) -> None:
+        """Note modules put into the model after watch() started (or in place of one): its
+        hooks are on the modules there were, so their calls get no statistics. They are
+        named in one finding rather than measured from the middle of the run."""
+        for name, module in self.model.named_modules():
+            if self._hooked.get(name) != id(module) and name not in self._unwatched:
+                self._unwatched[name] = (self.step_count, type(module).__name__)
 
     # --- the record ---
 
@@ -706,8 +720,23 @@ class Watcher:
             + self._span_findings(outputs, decades)
             + self._trend_findings(params, decades)
             + self._update_findings(params)
+            + self._unwatched_findings()
         )
         return sorted(found, key=lambda f: f.severity != ERROR)
+
+    def _unwatched_findings(self) -> list[Finding]:
+        if not self._unwatched:
+            return []
+        names = sorted(self._unwatched, key=lambda name: self._unwatched[name][0])
+        listed = ", ".join(f"{name or 'model'} ({self._unwatched[name][1]}, seen from step {self._unwatched[name][0]})" for name in names[:5])
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        return [Finding(
+            INFO, UNWATCHED_MODULE,
+            f"{len(names)} module{'s were' if len(names) != 1 else ' was'} put into the model after watch() started, "
+            f"so {'their' if len(names) != 1 else 'its'} calls have no statistics: {listed}{more}. "
+            "Build the whole model, or replace its modules, before entering watch().",
+            (), names[0],
+        )]
 
     def _nonfinite_findings(self, outputs: Mapping[str, tuple[str, ...]], params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
         found = []
