@@ -871,7 +871,10 @@ def _errors_as_messages(debug: bool) -> Iterator[None]:
     """
     try:
         yield
-    except (click.ClickException, click.exceptions.Exit, click.Abort):
+    except click.ClickException as error:  # a usage error may name the model as given
+        error.message = terminal_text(error.message)  # type: ignore[misc]  # Final in click's stubs only
+        raise
+    except (click.exceptions.Exit, click.Abort):
         raise
     except SystemExit as error:
         # The loader names a sys.exit() in the model file's import, forward and loss;
