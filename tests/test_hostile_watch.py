@@ -157,3 +157,21 @@ def test_modules_put_into_the_model_after_watch_started_are_named_once_in_a_find
     assert "fc2" not in w.latest("activation_std")  # its calls were indeed not measured
     quiet = train(Net(), 3, {"every": 1})
     assert not [f for f in quiet.findings() if f.code == "unwatched_module"]
+
+
+def test_a_page_that_fails_to_be_made_does_not_stop_training(tmp_path, monkeypatch):
+    from graphviz_autograd.training.watching import Watcher
+
+    def broken(self, graph=None, title=None):
+        raise UnicodeEncodeError("utf-8", "a\ud800b", 1, 2, "surrogates not allowed")
+
+    monkeypatch.setattr(Watcher, "page", broken)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.warns(RuntimeWarning, match=r"could not write the page at step 0: UnicodeEncodeError: .*Training goes on"):
+        with watch(model, optimizer=opt, every=1, page=tmp_path / "run.html") as w:
+            for _ in range(3):
+                model(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+    assert w.steps == [0, 1, 2] and os.listdir(tmp_path) == []

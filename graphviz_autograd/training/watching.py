@@ -925,11 +925,12 @@ class _PageWriter:
             return
         try:
             watcher.save(self.page)
-        except (GraphvizAutogradError, OSError) as error:
+        except Exception as error:  # whatever it is, the page must not end the training it shows
             if not self.warned:
                 self.warned = True
+                said = str(error) if isinstance(error, GraphvizAutogradError) else f"{type(error).__name__}: {error}."
                 warnings.warn(
-                    f"watch(page=...) could not write the page at step {logged.step}: {error} "
+                    f"watch(page=...) could not write the page at step {logged.step}: {said} "
                     "Training goes on; the page is tried again at each logged step, and this is said once.",
                     RuntimeWarning,
                     stacklevel=2,
