@@ -226,3 +226,27 @@ def test_escaped_text_is_always_utf8_and_one_line(text):
     escaped.encode("utf-8")  # no lone surrogate left to break the pipe to dot
     assert "\n" not in escaped and "\r" not in escaped
     assert re.search(r'(?<!\\)(\\\\)*"', escaped) is None  # every quote is escaped
+
+
+def _read_terminal_text(shown: str) -> str:
+    """The text :func:`terminal_text` showed as ``shown``: its escapes read back."""
+    return re.sub(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})", lambda m: "\\" if m.group(1) == "\\" else chr(int(m.group(1)[1:], 16)), shown)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(alphabet=st.characters(codec=None) | st.sampled_from("\\xu01\x01\x1b\x07\ud800\udcff")))
+def test_terminal_text_is_safe_and_one_to_one(text):
+    from graphviz_autograd.views.shown import terminal_text
+
+    shown = terminal_text(text)
+    shown.encode("utf-8")  # no lone surrogate left to fail the write
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown)
+    assert _read_terminal_text(shown) == text  # two names never look the same
+    assert "\n" not in terminal_text(text, one_line=True)
+
+
+def test_terminal_text_tells_a_control_character_from_its_escape():
+    from graphviz_autograd.views.shown import terminal_text
+
+    assert terminal_text("\x01") == "\\x01"
+    assert terminal_text("\\x01") == "\\\\x01"

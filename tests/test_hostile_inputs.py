@@ -9,13 +9,16 @@ stands in for a Graphviz that hangs, crashes or stops part-way.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
 import time
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -430,3 +433,193 @@ def test_digraph_render_into_a_folder_that_is_a_file(tmp_path):
     with pytest.raises(OutputPathError, match=r"Cannot write .*taken/g\.svg': its folder cannot be made \(.*taken' is a file, not a folder\)"):
         small_digraph().render("g", directory=tmp_path / "taken", format="svg")
     assert (tmp_path / "taken").read_text() == "a file, not a folder\n"
+
+
+# --- 13. the command never writes over what it reads -------------------------------
+
+
+REFUSED = "it is the input {read!r} that this command reads, and writing it would lose what it holds; give another output path."
+
+
+@pytest.mark.parametrize(
+    "model, output, fmt",
+    [
+        ("net.py", "net.py", "dot"),
+        ("net.py", "net.py", "json"),
+        ("net.py", "./sub/../net.py", "svg"),
+        ("net.py:build", "net.py", "dot"),
+        ("net.py", "net.py", "html"),
+    ],
+)
+def test_render_refuses_to_write_over_its_model_file(tmp_path, monkeypatch, model, output, fmt):
+    monkeypatch.chdir(tmp_path)
+    source = (REPO / "samples" / "affine.py").read_text() + "\ndef build():\n    return model, example_inputs\n"
+    Path("net.py").write_text(source)
+    result = CliRunner().invoke(main, ["render", model, "-o", output, "--format", fmt])
+    assert result.exit_code == 1, result.output
+    shown = os.fspath(Path(output))
+    assert result.output == f"Error: Cannot write {shown!r}: {REFUSED.format(read='net.py')}\n"
+    assert Path("net.py").read_text() == source
+    assert sorted(os.listdir(".")) == ["net.py"]
+
+
+def test_render_refuses_to_write_over_its_export_archive(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    torch.export.save(torch.export.export(torch.nn.Linear(2, 1), (torch.ones(1, 2),)), "net.pt2")
+    before = Path("net.pt2").read_bytes()
+    result = CliRunner().invoke(main, ["render", "net.pt2", "-q", "-o", "net.pt2", "--format", "dot"])
+    assert result.exit_code == 1, result.output
+    assert result.output == f"Error: Cannot write 'net.pt2': {REFUSED.format(read='net.pt2')}\n"
+    assert Path("net.pt2").read_bytes() == before
+
+
+@posix_only
+def test_write_atomic_refuses_an_input_by_another_name(tmp_path):
+    from graphviz_autograd.drawing.rendering import write_atomic
+
+    model = tmp_path / "net.py"
+    model.write_text("kept")
+    os.link(model, tmp_path / "hard.py")
+    os.symlink(model, tmp_path / "soft.py")
+    for name in ("hard.py", "soft.py"):
+        with pytest.raises(OutputPathError, match="it is the input .* that this command reads"):
+            write_atomic(tmp_path / name, b"lost", inputs=[model])
+    assert model.read_text() == "kept"
+    assert sorted(os.listdir(tmp_path)) == ["hard.py", "net.py", "soft.py"]
+
+
+# --- 14. what the command writes to a terminal -------------------------------------
+
+HOSTILE_NAMES_MODEL = """
+import torch
+from torch import nn
+
+NAMES = ["u\\x1b]0;pwned\\x07", "n\\x00ul", "b\\x08x", "s\\udcff", "a\\ud800b", "one\\x01", "four\\\\x01"]
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        for name in NAMES:
+            self.add_module(name, nn.Linear(2, 2))
+        self.add_module("idle\\x1b[2J", nn.Linear(2, 2))
+
+    def forward(self, x):
+        for name in NAMES:
+            x = getattr(self, name)(x)
+        return x
+
+model = Net()
+example_inputs = (torch.ones(1, 2),)
+"""
+# How each name above is written to a terminal: one escape, a backslash doubled.
+SHOWN_NAMES = ["u\\x1b]0;pwned\\x07", "n\\x00ul", "b\\x08x", "s\\udcff", "a\\ud800b", "one\\x01", "four\\\\x01"]
+
+
+def assert_terminal_safe(data: bytes) -> str:
+    text = data.decode("utf-8")  # no 0xff, no encoded surrogate
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), text
+    return text
+
+
+@posix_only
+@pytest.mark.parametrize("command", [["check", "--top-memory", "10"], ["profile", "--steps", "1", "--warmup", "1"]])
+def test_names_reach_the_terminal_escaped(tmp_path, command):
+    (tmp_path / "net.py").write_text(HOSTILE_NAMES_MODEL)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphviz_autograd", command[0], "net.py", *command[1:]],
+        cwd=tmp_path, env=subprocess_env(), capture_output=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    stdout = assert_terminal_safe(done.stdout)
+    assert_terminal_safe(done.stderr)
+    for shown in SHOWN_NAMES[1:] if command[0] == "check" else SHOWN_NAMES:
+        assert f"\n{shown} " in stdout or f" {shown} " in stdout, (shown, stdout)
+    if command[0] == "check":
+        assert "idle\\x1b[2J.weight" in stdout  # the unused layer's finding
+
+
+@posix_only
+def test_error_messages_reach_the_terminal_escaped(tmp_path):
+    (tmp_path / "net.py").write_text("raise ValueError('bad \\x1b]0;pwned\\x07 \\udcff name')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "graphviz_autograd", "check", "net.py", "-q"],
+        cwd=tmp_path, env=subprocess_env(), capture_output=True, timeout=120,
+    )
+    assert done.returncode == 1
+    stderr = assert_terminal_safe(done.stderr)
+    assert stderr == "Error: net.py:1: importing the model file raised ValueError: bad \\x1b]0;pwned\\x07 \\udcff name\n"
+
+
+@posix_only
+def test_os_exit_names_the_model_file_as_given(tmp_path):
+    (tmp_path / "net.py").write_text(textwrap.dedent(EXIT_IN_FORWARD))
+    done = run_module("check", "net.py", "-q", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: net.py:12: os._exit(0) was called"), done.stderr
+
+
+# --- 15. what libraries print while a model loads ----------------------------------
+
+
+@posix_only
+def test_a_corrupt_archive_is_one_line_without_torchs_traceback(tmp_path):
+    # The stored example inputs spoilt: torch logs a traceback, then raises an error that
+    # points at "the warnings above".
+    torch.export.save(torch.export.export(torch.nn.Linear(2, 1), (torch.ones(1, 2),)), tmp_path / "good.pt2")
+    data = (tmp_path / "good.pt2").read_bytes()
+    with zipfile.ZipFile(tmp_path / "good.pt2") as archive:
+        inputs = next(i for i in archive.infolist() if "sample_inputs" in i.filename)
+    # Past its first bytes (torch.save's own zip), so that torch reads it as one and fails.
+    header = inputs.header_offset
+    name_length, extra_length = struct.unpack("<HH", data[header + 26:header + 30])  # the local header's own
+    start = header + 30 + name_length + extra_length + 64
+    spoilt = inputs.compress_size - 64
+    (tmp_path / "bad.pt2").write_bytes(data[:start] + bytes(spoilt) + data[start + spoilt:])
+    done = run_module("render", "bad.pt2", "-q", "-o", "bad.dot", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    # The reason torch logged, not the error that points at it.
+    assert done.stderr.startswith("Error: bad.pt2: torch.export.load() cannot read it (RuntimeError: PytorchStreamReader failed"), done.stderr
+    assert "warnings above" not in done.stderr
+    debugged = run_module("render", "bad.pt2", "-q", "-o", "bad.dot", "--debug", cwd=tmp_path)
+    assert debugged.returncode == 1 and "Ran into the following error when deserializing" in debugged.stderr
+    assert sorted(os.listdir(tmp_path)) == ["bad.pt2", "good.pt2"]
+
+
+def test_a_library_warning_while_loading_is_a_note(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("net.py").write_text(
+        (REPO / "samples" / "affine.py").read_text()
+        + "\nimport logging, warnings\nlogging.getLogger('torch.export').warning('ran into\\n  a second line')\n"
+        + "warnings.warn('old\\x1b[2J api', UserWarning)\n"
+    )
+    result = CliRunner().invoke(main, ["render", "net.py", "-q", "-o", "net.dot"])
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        "note: net.py: while it was loaded, torch.export logged: ran into (--debug shows it whole)\n"
+        "note: net.py: while it was loaded, UserWarning: old\\x1b[2J api (--debug shows it whole)\n"
+    )
+
+
+# --- 16. a model with nothing that requires grad -----------------------------------
+
+
+def test_profiling_a_model_with_nothing_requiring_grad_says_what_to_change(tmp_path, monkeypatch):
+    from graphviz_autograd import NoGraphError, profile_step
+
+    frozen = torch.nn.Linear(2, 1).requires_grad_(False)
+    with pytest.raises(NoGraphError) as raised:
+        profile_step(frozen, (torch.ones(1, 2),), steps=1, warmup=1)
+    assert str(raised.value) == (
+        "Nothing to profile: the output of the forward pass has no autograd graph, so a training step has no backward "
+        "pass to time; every one of the 2 parameters of Linear is frozen (requires_grad=False). Make a parameter "
+        "trainable (requires_grad_(True)) and run the forward pass with gradients enabled."
+    )
+    monkeypatch.chdir(tmp_path)
+    Path("frozen.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 1).requires_grad_(False)\nexample_inputs = (torch.ones(1, 2),)\n"
+    )
+    result = CliRunner().invoke(main, ["profile", "frozen.py", "-q"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: frozen.py: {raised.value}\n"

@@ -54,6 +54,7 @@ SATURATED = "saturated"
 GRAD_NORM_SPAN = "grad_norm_span"
 GRAD_NORM_TREND = "grad_norm_trend"
 UPDATE_RATIO = "update_ratio"
+UNWATCHED_MODULE = "unwatched_module"
 
 CODES = (
     FORWARD_FAILED,
@@ -75,6 +76,7 @@ CODES = (
     GRAD_NORM_SPAN,
     GRAD_NORM_TREND,
     UPDATE_RATIO,
+    UNWATCHED_MODULE,
 )
 
 # Why a no_grad node carries no gradient (its ``note``, set by the forward recorder).

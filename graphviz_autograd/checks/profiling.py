@@ -63,6 +63,7 @@ from ..errors import (
     DeviceUnavailableError,
     GraphvizAutogradError,
     MetaDeviceError,
+    NoGraphError,
     NoModulesError,
     OptionError,
     StepFailedError,
@@ -336,6 +337,20 @@ def _check_metric(metric: str) -> None:
 # --- running the steps --------------------------------------------------------------
 
 
+def _nothing_to_profile(model: Optional[torch.nn.Module]) -> str:
+    """Why a step whose output requires no gradient cannot be profiled, and what to do."""
+    parameters = list(model.parameters()) if model is not None else []
+    if parameters and not any(p.requires_grad for p in parameters):
+        why = f"every one of the {len(parameters)} parameters of {type(model).__name__} is frozen (requires_grad=False)"
+    else:
+        why = "nothing it was computed from requires grad (or it was computed under torch.no_grad())"
+    return (
+        f"Nothing to profile: the output of the forward pass has no autograd graph, so a training step has no "
+        f"backward pass to time; {why}. Make a parameter trainable (requires_grad_(True)) and run the forward "
+        "pass with gradients enabled."
+    )
+
+
 def profile_step(
     model: Optional[torch.nn.Module] = None,
     inputs: Any = None,
@@ -563,7 +578,10 @@ class StepRunner:
         with recorder:
             output = self.run("the recorded warm-up step", "forward pass", self.forward)
         count = _next_sequence_nr() - base
-        graph = walk(output, self.model, recorder=recorder, collect_sequence_numbers=True)
+        try:
+            graph = walk(output, self.model, recorder=recorder, collect_sequence_numbers=True)
+        except NoGraphError as error:  # its words are a drawing's
+            raise NoGraphError(_nothing_to_profile(self.model)) from error
         self.device = _device_of(output)
         if warmup:
             self.run("the recorded warm-up step", "backward pass", functools.partial(run_backward, output))

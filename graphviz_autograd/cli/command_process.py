@@ -32,9 +32,11 @@ import sys
 import threading
 import time
 import traceback
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, Sequence
 
 import click
+
+from ..views.shown import terminal_text
 
 INTERRUPTED_STATUS = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
 INTERRUPTED_MESSAGE = "Error: interrupted; nothing was written."
@@ -50,11 +52,13 @@ _DONE = "done"
 _EXIT = "exit"
 
 
-def run_command(work: Callable[[], None]) -> None:
+def run_command(work: Callable[[], None], inputs: Sequence[str] = ()) -> None:
     """Call ``work`` (a command's whole body), in a child process where that is safe.
 
     Returns when it succeeded; otherwise raises ``click.exceptions.Exit`` with its
-    status, after the reason was said on stderr.
+    status, after the reason was said on stderr. ``inputs`` are the paths of the
+    files the command reads as the user gave them: a file that ended the process is
+    named so, as every other message names it.
     """
     if not _can_fork():
         _run_here(work)
@@ -69,7 +73,7 @@ def run_command(work: Callable[[], None]) -> None:
     os.close(write_end)
     status, stopped_by = _wait(pid)
     report = _read_all(read_end)
-    code = _outcome(status, report, stopped_by)
+    code = _outcome(status, report, stopped_by, inputs)
     if code:
         raise click.exceptions.Exit(code)
 
@@ -150,7 +154,7 @@ def _status_of(work: Callable[[], None]) -> int:  # pragma: no cover - runs in t
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
             return done.code or 0
-        click.echo(str(done.code), err=True)
+        click.echo(terminal_text(str(done.code)), err=True)
         return 1
     except BaseException:
         traceback.print_exc()
@@ -243,7 +247,7 @@ def _read_all(pipe: int) -> list[str]:
     return b"".join(chunks).decode("utf-8", "replace").splitlines()
 
 
-def _outcome(status: int, report: list[str], stopped_by: Optional[int]) -> int:
+def _outcome(status: int, report: list[str], stopped_by: Optional[int], inputs: Sequence[str] = ()) -> int:
     """The command's exit status, after saying on stderr why it did not finish when it did not."""
     for line in report:
         kind, _, rest = line.partition(" ")
@@ -258,6 +262,7 @@ def _outcome(status: int, report: list[str], stopped_by: Optional[int]) -> int:
     exits = [line.split(" ", 2) for line in report if line.startswith(_EXIT + " ")]
     if exits:
         _, code, where = exits[-1]
+        where = _as_given(where, inputs)
         reason = (
             f"{where}: os._exit({code}) was called, which ends the process at once: "
             "graphviz-autograd did not finish and wrote nothing. A model file must not exit; keep script code "
@@ -280,8 +285,21 @@ def _outcome(status: int, report: list[str], stopped_by: Optional[int]) -> int:
             f"the process ended with status {ended} before it finished: the model's code, or a library it calls, "
             "ended it (exit() from C code, say); nothing was written."
         )
-    click.echo(f"Error: {reason}", err=True)
+    click.echo(f"Error: {terminal_text(reason, one_line=True)}", err=True)
     return 1
+
+
+def _as_given(where: str, inputs: Sequence[str]) -> str:
+    """'file:line' with the file named as the user gave it, when it is one of ``inputs``
+    (Python names a loaded file by its absolute path)."""
+    filename, colon, line = where.rpartition(":")
+    for given in inputs:
+        try:
+            if os.path.abspath(filename) == os.path.abspath(given):
+                return f"{given}{colon}{line}"
+        except (TypeError, ValueError):  # a NUL in a name given on the command line
+            continue
+    return where
 
 
 def _signal_name(number: int) -> str:

@@ -3,7 +3,10 @@
 Every error this package raises on purpose becomes one line on stderr and exit
 status 1 (click's usage errors exit with 2); any other error, a bug of ours, is
 one line too that says so. ``--debug`` shows the traceback instead.
-Nothing here loads models, walks graphs or writes files by itself.
+Nothing here loads models, walks graphs or writes files by itself. Every text it
+writes to a terminal goes through one escape (``views.shown.terminal_text``: a
+model's names may hold control characters and lone surrogates); JSON and drawings
+go out as the data they are.
 
 ``--help`` and ``--version`` import neither torch nor graphviz: the modules that do
 are imported inside the commands, when a command runs. Each command's body runs in
@@ -21,7 +24,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, Union
 
 import click
 
@@ -31,6 +34,7 @@ from ..errors import GraphvizAutogradError, GraphvizNotFoundError, NoGraphError
 from ..options import DEFAULT_EXPAND_LIMIT, DEFAULT_LAYOUT_BUDGET, FIT, FULL, LAYOUTS, DepthOption, DrawOptions
 from ..drawing.rendering import DEFAULT_TIMEOUT, FORMATS, SUFFIX_FORMATS, check_writable, find_dot, write_atomic
 from ..graph.style import DIRECTIONS, ERROR, SEVERITIES
+from ..views.shown import terminal_text
 
 if TYPE_CHECKING:
     from ..checks.nonfinite_origin import NonfiniteFindings
@@ -121,7 +125,7 @@ def _in_own_process(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        run_command(functools.partial(command, *args, **kwargs))
+        run_command(functools.partial(command, *args, **kwargs), inputs=_input_paths(kwargs["model"]))
 
     return run
 
@@ -137,6 +141,13 @@ def main() -> None:
 
     Run 'graphviz-autograd render --help' for the model forms and options.
     """
+
+
+def _input_paths(model: str) -> tuple[str, ...]:
+    """The files MODEL may name, as given (``file.py:factory`` names ``file.py``), read
+    without importing torch: before a command's process forks."""
+    left, colon, _ = model.rpartition(":")
+    return (model, left) if colon and left else (model,)
 
 
 def _model_command(name: str, short_help: str) -> Callable[[Callable], click.Command]:
@@ -330,12 +341,14 @@ def render(
             raise click.UsageError(
                 "--profile and --nonfinite each run a step of their own and colour its graph; give one of them."
             )
+        reads = [spec.path] if spec.path is not None else []  # never written over, however -o spells it
         if target is not None:
-            check_writable(target)
+            check_writable(target, inputs=reads)
         if fmt not in ("dot", JSON) and not (fmt == HTML and options.layout == "fixed"):
             _require_graphviz(spec, model, fmt)
         with _stdout_to_stderr(target is None):
-            loaded = _load(spec, model, input_shapes, training, progress)
+            loaded = _load(spec, model, input_shapes, training, progress, debug)
+            reads.append(loaded.path)  # a module factory's file is known once imported
             progress("running the forward pass..." if no_record else "running and recording the forward pass...")
             measured: Optional[Union[StepProfile, NonfiniteFindings]] = None
             if profile:
@@ -350,14 +363,14 @@ def render(
                 page = _explore(loaded, outputs, progress, name_leaves=name_leaves, recorder=recorder,
                                 diagnose=diagnose, options=options, timeout=timeout, measured=measured)
                 assert target is not None  # an HTML page is never written to stdout
-                written = write_atomic(target, page.html().encode("utf-8"))
+                written = write_atomic(target, page.html().encode("utf-8"), inputs=reads)
                 progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
                 return
             text, engine, fixed_source = _draw(
                 loaded, outputs, fmt, progress, options, name_leaves=name_leaves, recorder=recorder, diagnose=diagnose,
                 measured=measured,
             )
-        _write(text, target, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
+        _write(text, target, fmt, timeout, progress, engine, fixed_source, options.layout_budget, inputs=reads)
 
 
 @_model_command("check", "Report why parameters may not learn: unused, stray, frozen, cut, bad gradients.")
@@ -428,7 +441,7 @@ def check_command(
     with _errors_as_messages(debug):
         spec = parse_model_spec(model)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
-            loaded = _load(spec, model, input_shapes, training, progress)
+            loaded = _load(spec, model, input_shapes, training, progress, debug)
             progress("running and recording the forward pass...")
             recorder = record(loaded.model)
             picture_format = "svg" if _has_graphviz() else "dot"
@@ -438,7 +451,7 @@ def check_command(
             )
             backward = loaded.loss is not None and isinstance(outputs, torch.Tensor) and outputs.numel() == 1
             if loaded.loss is not None and not backward:
-                click.echo("note: loss(output) is not one scalar, so gradients are not checked", err=True)
+                _say("note: loss(output) is not one scalar, so gradients are not checked")
             progress("walking the graph" + (" and running backward..." if backward else "..."))
             with _model_named_in_errors(loaded):
                 findings = _findings_of(loaded, outputs, backward=backward, recorder=recorder, top_memory=top_memory)
@@ -508,16 +521,19 @@ def profile_command(
         spec = parse_model_spec(model)
         target = check_device(device)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
-            loaded = _load(spec, model, input_shapes, training, progress)
+            loaded = _load(spec, model, input_shapes, training, progress, debug)
             if target.type != "cpu":
                 loaded = _moved_to(loaded, target)
             progress(
                 f"running {warmup} warm-up step{'s' if warmup != 1 else ''}, then {steps} step{'s' if steps != 1 else ''} "
                 f"with the profiler and {steps} without it, on {device}..."
             )
-            with _model_named_in_errors(loaded):
+            with _model_named_in_errors(loaded, said=True):
                 profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup)
-    click.echo(profile.to_json() if as_json else profile.table(top=top), nl=False)
+    if as_json:
+        click.echo(profile.to_json(), nl=False)
+    else:
+        _say(profile.table(top=top), err=False, nl=False)
 
 
 def _moved_to(loaded: LoadedModel, device: Any) -> LoadedModel:
@@ -568,7 +584,8 @@ def findings_table(findings: list[Finding], *, color: bool = False) -> str:
     if not findings:
         return "no findings\n"
     rows = [("severity", "code", "subject", "message")] + [
-        (f.severity, f.code, f.subject or "-", _one_line(f.message)) for f in findings
+        (f.severity, terminal_text(f.code, one_line=True), terminal_text(f.subject, one_line=True) or "-", _one_line(f.message))
+        for f in findings
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = []
@@ -681,12 +698,12 @@ def _draw(
         options = options.replace(layout="dot")  # a DOT file is not laid out here: nothing to decide
     view = prepare(graph, options, overlays=overlays)
     if view.note:  # a decision made for the user: shown even with --quiet
-        click.echo(f"note: {view.note}", err=True)
+        _say(f"note: {view.note}")
     elif view.depth is not None:
         progress(f"collapsed to depth {view.depth}: {len(view.graph.nodes)} nodes")
     laid_out = lay_out(view)
     if laid_out.note:  # a decision made for the user: shown even with --quiet
-        click.echo(f"note: {laid_out.note}", err=True)
+        _say(f"note: {laid_out.note}")
     source = digraph(laid_out.lines)
     if fmt != "dot":
         how = "with dot" if laid_out.engine == "dot" else "fixed layout, drawn with neato -n2"
@@ -751,11 +768,12 @@ def _run_or_draw_failure(
             if fmt == HTML:
                 page = _explore(loaded, failure, progress, name_leaves=name_leaves, recorder=recorder, diagnose=False,
                                 options=options, timeout=timeout)
-                written = write_atomic(picture, page.html().encode("utf-8"))
+                written = write_atomic(picture, page.html().encode("utf-8"), inputs=[loaded.path])
             else:
                 text, engine, fixed_source = _draw(loaded, failure, fmt, progress, options, name_leaves=name_leaves,
                                                    recorder=recorder)
-                _write(text, picture, fmt, timeout, progress, engine, fixed_source, options.layout_budget)
+                _write(text, picture, fmt, timeout, progress, engine, fixed_source, options.layout_budget,
+                       inputs=[loaded.path])
                 written = picture
         except GraphvizAutogradError as drawing_error:
             raise ModelFileError(
@@ -776,22 +794,28 @@ def _measured_step(loaded: LoadedModel, progress: "_Progress") -> StepProfile:
     from ..checks.profiling import profile_step
 
     progress("measuring a training step (3 steps after 1 warm-up)...")
-    with _model_named_in_errors(loaded):
+    with _model_named_in_errors(loaded, said=True):
         measured = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss)
     progress(f"measured on {measured.device}: a step takes {measured.step_time * 1e3:.1f} ms")
     return measured
 
 
 def _load(
-    spec: ModelSpec, model: str, input_shapes: Optional[tuple[Shape, ...]], training: Optional[bool], progress: "_Progress"
+    spec: ModelSpec,
+    model: str,
+    input_shapes: Optional[tuple[Shape, ...]],
+    training: Optional[bool],
+    progress: "_Progress",
+    debug: bool = False,
 ) -> LoadedModel:
-    """The model file's model and inputs, in the mode asked, its notes said."""
+    """The model file's model and inputs, in the mode asked, its notes said (what libraries
+    warned while it loaded among them; with ``debug`` they print as they come)."""
     from .model_file import load_model
 
     progress(f"loading {model}...")
-    loaded = load_model(spec, input_shapes=input_shapes).with_mode(training)
+    loaded = load_model(spec, input_shapes=input_shapes, library_output=debug).with_mode(training)
     for note in loaded.notes:  # a decision made for the user: shown even with --quiet
-        click.echo(f"note: {note}", err=True)
+        _say(f"note: {note}")
     return loaded
 
 
@@ -860,10 +884,14 @@ def _findings_of(
 
 
 @contextlib.contextmanager
-def _model_named_in_errors(loaded: LoadedModel) -> Iterator[None]:
+def _model_named_in_errors(loaded: LoadedModel, said: bool = False) -> Iterator[None]:
+    """A NoGraphError names the model file, and says what to change there (unless ``said``:
+    profile_step's own error says it already)."""
     try:
         yield
     except NoGraphError as error:
+        if said:
+            raise NoGraphError(f"{loaded.source}: {error}") from error
         raise NoGraphError(
             f"{loaded.source}: {error} In the model file, keep a parameter trainable and "
             f"build the output with gradients enabled."
@@ -879,8 +907,11 @@ def _write(
     engine: str = "dot",
     fixed_source: Optional[Callable[[], str]] = None,
     budget: float = DEFAULT_LAYOUT_BUDGET,
+    *,
+    inputs: Sequence[Path] = (),
 ) -> None:
-    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None.
+    """Write the text (or what Graphviz draws from it) to ``target``, or to stdout when it is None;
+    never over one of ``inputs``, the files the command read.
 
     With ``fixed_source``, ``dot`` is stopped after the layout budget and that is drawn instead."""
     if fmt in ("dot", JSON):
@@ -892,12 +923,12 @@ def _write(
             text, fmt, engine=engine, budget=budget, fixed_source=fixed_source, timeout=timeout
         )
         if drawn.note:  # a decision made for the user: shown even with --quiet
-            click.echo(f"note: {drawn.note}", err=True)
+            _say(f"note: {drawn.note}")
         data = drawn.data
     if target is None:
         click.echo(data, nl=False)  # bytes go out unchanged: no newline translation, no ANSI stripping
         return
-    written = write_atomic(target, data)
+    written = write_atomic(target, data, inputs=inputs)
     progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
 
 
@@ -912,7 +943,7 @@ class _Progress:
 
     def __call__(self, message: str) -> None:
         if not self.quiet:
-            click.echo(message, err=True)
+            _say(message)
 
 
 @contextlib.contextmanager
@@ -954,7 +985,10 @@ def _errors_as_messages(debug: bool) -> Iterator[None]:
     """
     try:
         yield
-    except (click.ClickException, click.exceptions.Exit, click.Abort):
+    except click.ClickException as error:  # a usage error may name the model as given
+        error.message = terminal_text(error.message)  # type: ignore[misc]  # Final in click's stubs only
+        raise
+    except (click.exceptions.Exit, click.Abort):
         raise
     except SystemExit as error:
         # The loader names a sys.exit() in the model file's import, forward and loss;
@@ -987,8 +1021,14 @@ def _errors_as_messages(debug: bool) -> Iterator[None]:
 
 
 def _one_line(message: str) -> str:
-    """Error text on one line: torch's messages often span several."""
-    return re.sub(r"\s*\n\s*", " ", message.strip())
+    """Error text on one line (torch's messages often span several), escaped for the
+    terminal: it names the model's modules and files."""
+    return terminal_text(re.sub(r"\s*\n\s*", " ", message.strip()), one_line=True)
+
+
+def _say(message: str, *, err: bool = True, nl: bool = True) -> None:
+    """Write ``message`` to the terminal (stderr unless ``err=False``) through its one escape."""
+    click.echo(terminal_text(message), err=err, nl=nl)
 
 
 def _size_text(size: int) -> str:

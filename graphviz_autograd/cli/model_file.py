@@ -29,11 +29,13 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import sys
 import sysconfig
 import traceback
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,14 +268,32 @@ def load_model(
     spec: "str | ModelSpec",
     *,
     input_shapes: Optional[Sequence[Shape]] = None,
+    library_output: bool = False,
 ) -> LoadedModel:
     """Load any model form: a model file, a factory or a ``torch.export`` archive.
 
     ``input_shapes`` builds random float inputs of those shapes (one tensor per
     shape, positional) and takes the place of the model's own example inputs.
+
+    Warnings and log records that torch or another library emits while the model
+    loads (torch logs a whole traceback before it fails to read a corrupt archive)
+    are kept, not printed: they come back as ``notes``, one line each, or in the
+    error's message. ``library_output=True`` lets them print as they come (``--debug``).
     """
     if not isinstance(spec, ModelSpec):
         spec = parse_model_spec(os.fspath(spec))
+    with _library_output_kept(not library_output) as said:
+        try:
+            loaded = _load_any(spec, input_shapes, said)
+        except ModelFileError as error:
+            if said.records or said.warnings:
+                raise ModelFileError(f"{error} {said.hint()}") from error
+            raise
+    notes = said.notes(spec.text)
+    return dataclasses.replace(loaded, notes=loaded.notes + notes) if notes else loaded
+
+
+def _load_any(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]], said: "_LibraryOutput") -> LoadedModel:
     if spec.kind == MODULE_FACTORY:
         assert spec.module is not None and spec.factory is not None
         return _load_module_factory(spec, input_shapes)
@@ -281,7 +301,7 @@ def load_model(
     _check_readable(spec.path, spec.text)
     content = _sniff(spec.path)
     if content == "export" or (spec.kind == EXPORT_ARCHIVE and content != "pickle"):
-        return _load_export_archive(spec, input_shapes)
+        return _load_export_archive(spec, input_shapes, said)
     if content == "pickle" or spec.path.suffix.lower() in PICKLE_SUFFIXES:
         raise ModelFileError(_pickle_message(spec.path))
     if spec.kind == FILE_FACTORY:
@@ -494,7 +514,7 @@ def _describe_result(result: Any) -> str:
 # --- torch.export archives and pickles ---------------------------------------------
 
 
-def _load_export_archive(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]]) -> LoadedModel:
+def _load_export_archive(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]], said: "_LibraryOutput") -> LoadedModel:
     assert spec.path is not None
     try:
         if spec.path.suffix.lower() == ".pt2":
@@ -503,8 +523,11 @@ def _load_export_archive(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]
             with open(spec.path, "rb") as archive:
                 program = torch.export.load(archive)
     except Exception as error:
+        # torch logs the real reason and raises one that points at "the warnings above".
+        cause = said.logged_error() or error
+        said.clear()
         raise ModelFileError(
-            f"{spec.text}: torch.export.load() cannot read it ({type(error).__name__}: {_first_line(error)}); "
+            f"{spec.text}: torch.export.load() cannot read it ({type(cause).__name__}: {_first_line(cause)}); "
             f"save it again with torch.export.save(), or give {SUPPORTED_FORMS}."
         ) from error
     try:
@@ -607,6 +630,84 @@ def _pickle_message(path: Path) -> str:
         f"{path}: holds only tensors (a state_dict or weights), not a model with code to run. "
         f"{supported} A model file can build the model and call load_state_dict() on these weights."
     )
+
+
+# --- what libraries say while a model loads ----------------------------------------
+
+
+class _LibraryOutput:
+    """The warnings and log records (WARNING and above) emitted while a model loads."""
+
+    def __init__(self) -> None:
+        self.records: list[logging.LogRecord] = []
+        self.warnings: list[warnings.WarningMessage] = []
+
+    def lines(self) -> list[str]:
+        """One line each, said once: '<logger> logged: <message>', '<Category>: <message>'."""
+        said = [f"{record.name} logged: {_first_line_of(record.getMessage())}" for record in self.records]
+        said += [f"{warning.category.__name__}: {_first_line_of(str(warning.message))}" for warning in self.warnings]
+        return list(dict.fromkeys(said))
+
+    def notes(self, source: str) -> tuple[str, ...]:
+        return tuple(f"{source}: while it was loaded, {line} (--debug shows it whole)" for line in self.lines())
+
+    def hint(self) -> str:
+        lines = self.lines()
+        return f"While it was loaded, {lines[0]}{f' (and {len(lines) - 1} more)' if len(lines) > 1 else ''}; --debug shows it whole."
+
+    def logged_error(self) -> Optional[BaseException]:
+        """The exception the last log record carries (``logger.warning(..., exc_info=True)``), if one does."""
+        for record in reversed(self.records):
+            if record.exc_info and isinstance(record.exc_info[1], BaseException):
+                return record.exc_info[1]
+        return None
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.warnings.clear()
+
+
+class _Keeping(logging.Handler):
+    def __init__(self, said: _LibraryOutput) -> None:
+        super().__init__(logging.WARNING)
+        self.said = said
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.records.append(record)
+
+
+@contextlib.contextmanager
+def _library_output_kept(keep: bool = True) -> Iterator[_LibraryOutput]:
+    """Keep, instead of printing, what libraries log and warn while the block runs.
+
+    torch gives many of its loggers a handler of their own that writes to stderr and
+    does not pass records up: each handler found is set aside for the block, and the
+    root logger's too, where the loggers made meanwhile send theirs.
+    """
+    said = _LibraryOutput()
+    if not keep:
+        yield said
+        return
+    keeping = _Keeping(said)
+    loggers = [logging.getLogger()] + [
+        logger for logger in list(logging.Logger.manager.loggerDict.values())
+        if isinstance(logger, logging.Logger) and logger.handlers
+    ]
+    handlers = [(logger, logger.handlers) for logger in loggers]
+    for logger in loggers:
+        logger.handlers = [keeping]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            said.warnings = caught
+            yield said
+    finally:
+        for logger, kept in handlers:
+            logger.handlers = kept
+
+
+def _first_line_of(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else ""
 
 
 # --- importing user code -----------------------------------------------------------

@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional, Sequence, Union
 
 from ..errors import GRAPHVIZ_INSTALL_HINT, GraphvizNotFoundError, LayoutTimeoutError, OptionError, OutputPathError, RenderError, check_choice
 
@@ -273,9 +273,39 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def check_writable(path: PathLike) -> Path:
-    """Fail early, before any layout work, when ``path`` cannot be written."""
+def check_writable(path: PathLike, *, inputs: Sequence[PathLike] = (), folder: bool = False) -> Path:
+    """Fail early, before any layout work, when ``path`` cannot be written.
+
+    ``inputs`` are the files the same command reads (a model file, an archive): a path
+    that is one of them, however it is spelled (``./sub/../net.py``, a link), is refused,
+    since writing it would lose what it holds. With ``folder``, ``path`` is a folder to
+    write files into (a log folder), made when missing: it must not be a file.
+
+    >>> check_writable("net.py", inputs=["./net.py"])
+    Traceback (most recent call last):
+    ...
+    graphviz_autograd.errors.OutputPathError: Cannot write 'net.py': it is the input './net.py' that this command reads, and writing it would lose what it holds; give another output path.
+    """
     target = Path(path)
+    for read in inputs:
+        if _same_file(target, Path(read)):
+            raise OutputPathError(
+                f"Cannot write {os.fspath(path)!r}: it is the input {os.fspath(read)!r} that this command reads, "
+                "and writing it would lose what it holds; give another output path."
+            )
+    if folder:
+        if target.exists() and not target.is_dir():
+            raise OutputPathError(f"Cannot write into {os.fspath(path)!r}: it is a file, not a folder. Give a folder's path.")
+        existing = target
+        while not existing.is_dir() and existing != existing.parent:  # the folder made for it lies in the first that exists
+            if existing.exists():
+                raise OutputPathError(
+                    f"Cannot write into {os.fspath(path)!r}: {os.fspath(existing)!r} is a file, not a folder. Give a folder's path."
+                )
+            existing = existing.parent
+        if not os.access(existing if str(existing) else Path("."), os.W_OK):
+            raise OutputPathError(f"Cannot write into {os.fspath(path)!r}: the folder {os.fspath(existing)!r} is not writable.")
+        return target
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise OutputPathError(f"Cannot write {os.fspath(path)!r}: the directory {os.fspath(directory)!r} does not exist. Create it first.")
@@ -286,13 +316,27 @@ def check_writable(path: PathLike) -> Path:
     return target
 
 
-def write_atomic(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory.
+def _same_file(target: Path, read: Path) -> bool:
+    """Whether writing ``target`` would write over ``read``: the same path once resolved
+    (``..`` and links followed), or the same file by another name (a hard link)."""
+    try:
+        if target.resolve() == read.resolve():
+            return True
+        return target.exists() and read.exists() and os.path.samefile(target, read)
+    except (OSError, RuntimeError):  # a loop of links: neither can be written or read through it
+        return False
+
+
+def write_atomic(path: PathLike, data: bytes, *, inputs: Sequence[PathLike] = ()) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory: every
+    file the package writes goes through here, after :func:`check_writable` (with
+    ``inputs``, the files the caller reads, which it refuses to write over). A failure
+    is an :class:`OutputPathError` naming the path, and leaves no temporary file.
 
     A new file gets the mode ``open()`` would give it (0666 less the umask); a file
     that is replaced keeps its mode.
     """
-    target = check_writable(path)
+    target = check_writable(path, inputs=inputs)
     try:
         fd, tmp = _create_beside(target)
     except OSError as error:

@@ -250,8 +250,26 @@ def explore(
     if timeline is not None:
         # Each module call's and parameter's statistics over training (Watcher.timeline()):
         # the details panel draws them as lines and histograms over time.
-        data["timeline"] = timeline
+        data["timeline"] = shown_timeline(timeline)
     return Explorer(data, title)
+
+
+def shown_timeline(timeline: dict) -> dict:
+    """``timeline`` (``Watcher.timeline()``) with its module calls and parameters named as
+    the page names them (:func:`~graphviz_autograd.views.shown.shown_text`, as the graph's
+    names are): the page finds a module's series by the path it shows, and a name that
+    UTF-8 cannot carry (a lone surrogate) cannot fail the page's writing.
+
+    >>> shown_timeline({"steps": [0], "statistics": {"grad_norm": {"a\\ud800b": [1.0]}}})["statistics"]
+    {'grad_norm': {'a\\\\ud800b': [1.0]}}
+    """
+    shown = dict(timeline)
+    for part in ("statistics", "histograms"):
+        if isinstance(timeline.get(part), dict):
+            shown[part] = {
+                kind: {shown_text(key): series for key, series in by_key.items()} for kind, by_key in timeline[part].items()
+            }
+    return shown
 
 
 # --- how big a graph the page takes -------------------------------------------------

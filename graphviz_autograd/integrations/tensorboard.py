@@ -22,12 +22,15 @@ from __future__ import annotations
 import os
 from typing import Any, Union
 
+from ..drawing.rendering import check_writable
 from ..training.watching import HISTOGRAM_EDGES, LoggedStep, Watcher, process_rank
-from ..errors import InputTypeError, MissingExtraError
+from ..errors import InputTypeError, MissingExtraError, OutputPathError
 
 
 def summary_writer(logdir: Union[str, "os.PathLike[str]"]) -> Any:
-    """A ``SummaryWriter`` writing to ``logdir``; a named error saying what to install without TensorBoard."""
+    """A ``SummaryWriter`` writing to ``logdir``; a named error saying what to install without
+    TensorBoard, and an :class:`~graphviz_autograd.errors.OutputPathError` when ``logdir``
+    cannot be a folder to write in (it is a file, or lies in a folder not writable)."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as error:
@@ -35,7 +38,11 @@ def summary_writer(logdir: Union[str, "os.PathLike[str]"]) -> Any:
             f"Writing to TensorBoard needs the tensorboard package ({error}); "
             "install it with: pip install graphviz-autograd[tensorboard]"
         ) from error
-    return SummaryWriter(log_dir=os.fspath(logdir))
+    check_writable(logdir, folder=True)
+    try:
+        return SummaryWriter(log_dir=os.fspath(logdir))
+    except OSError as error:
+        raise OutputPathError(f"Cannot write into {os.fspath(logdir)!r}: {error.strerror or error}.") from None
 
 
 class TensorBoardLogger:

@@ -45,11 +45,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import functools
 import math
 import os
 import statistics
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -64,13 +62,16 @@ from ..checks.diagnosis import (
     ERROR,
     GRAD_NORM_SPAN,
     GRAD_NORM_TREND,
+    INFO,
     NONFINITE_SEEN,
     SATURATED,
+    UNWATCHED_MODULE,
     UPDATE_RATIO,
     WARNING,
     Finding,
 )
-from ..errors import InputTypeError, OptionError, OutputPathError
+from ..drawing.rendering import check_writable, write_atomic
+from ..errors import GraphvizAutogradError, InputTypeError, OptionError
 from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
 from .measures import (
@@ -218,11 +219,13 @@ class Watcher:
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
         if page is not None:
-            self.listen(functools.partial(_write_page, page=page, page_every=page_every))
+            self.listen(_PageWriter(page, page_every))
         self._graph: Optional[AutogradGraph] = None
         self._recorder: Optional[Recorder] = None
         self._started = False  # whether the running logged step ran its first forward call
         self._warned_compiled = False
+        self._hooked: dict[str, int] = {}  # module path -> id of the module its hooks are on
+        self._unwatched: dict[str, tuple[int, str]] = {}  # module path -> (step first seen, its type)
 
     # --- the context manager ---
 
@@ -242,6 +245,7 @@ class Watcher:
         self._detach()
 
     def _attach(self) -> None:
+        self._hooked = {name: id(module) for name, module in self.model.named_modules()}
         for name, module in self.model.named_modules():
             self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
             self._hooks.append(module.register_forward_hook(self._leaving(name, _BOUNDED.get(type(module).__name__))))
@@ -422,6 +426,7 @@ class Watcher:
         values, counts = layout.read(numbers)
         logged = LoggedStep(self.step_count, values, counts)
         self._note_nonfinite(logged)
+        self._note_unwatched()
         self._note_unseen(values)
         if self._logged % self._stride == 0:
             self._log.append(logged)
@@ -482,7 +487,7 @@ class Watcher:
     def _note_unseen(self, values: Mapping[str, Mapping[str, float]]) -> None:
         seen = values.get("activation_mean", {})
         inner = len(self._module_types) > 1 and not any(key for key in seen)
-        if inner and values.get("grad_norm") and not self._warned_compiled:
+        if inner and values.get("grad_norm") and not self._warned_compiled and not self._unwatched:
             self._warned_compiled = True
             warnings.warn(
                 "graphviz-autograd: watch() does not see inside torch.compile'd code: no statistics of the "
@@ -490,6 +495,14 @@ class Watcher:
                 f"uncompiled to see them. ({COMPILED_NOTE})",
                 stacklevel=4,
             )
+
+    def _note_unwatched(self) -> None:
+        """Note modules put into the model after watch() started (or in place of one): its
+        hooks are on the modules there were, so their calls get no statistics. They are
+        named in one finding rather than measured from the middle of the run."""
+        for name, module in self.model.named_modules():
+            if self._hooked.get(name) != id(module) and name not in self._unwatched:
+                self._unwatched[name] = (self.step_count, type(module).__name__)
 
     # --- the record ---
 
@@ -627,9 +640,12 @@ class Watcher:
 
     def save(self, path: Union[str, "os.PathLike[str]"], graph: Optional[AutogradGraph] = None) -> Optional[Path]:
         """Write :meth:`page` to ``path`` atomically (one offline file; reloading it shows the
-        latest). Under torch.distributed only rank 0 writes; other ranks return None."""
+        latest). Under torch.distributed only rank 0 writes; other ranks return None. A path
+        that cannot be written is an :class:`~graphviz_autograd.errors.OutputPathError`,
+        raised before the page is laid out."""
         if _rank() != 0:
             return None
+        check_writable(path)
         return self.page(graph).save(path)
 
     def to_dict(self) -> dict[str, Any]:
@@ -679,20 +695,10 @@ class Watcher:
             data = {"ranks": gathered, "world_size": _world_size()}
         if rank != 0:
             return None
-        target = Path(path)
-        if not target.parent.is_dir():
-            raise OutputPathError(f"save_json() cannot write {str(target)!r}: its folder does not exist; create it first.")
+        check_writable(path)
+        # ensure_ascii: a name holding a lone surrogate is written as its \u escape, not failed on.
         text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                file.write(text)
-            os.replace(temporary, target)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
-        return target
+        return write_atomic(path, text.encode("utf-8"))
 
     # --- findings over time ---
 
@@ -714,8 +720,23 @@ class Watcher:
             + self._span_findings(outputs, decades)
             + self._trend_findings(params, decades)
             + self._update_findings(params)
+            + self._unwatched_findings()
         )
         return sorted(found, key=lambda f: f.severity != ERROR)
+
+    def _unwatched_findings(self) -> list[Finding]:
+        if not self._unwatched:
+            return []
+        names = sorted(self._unwatched, key=lambda name: self._unwatched[name][0])
+        listed = ", ".join(f"{name or 'model'} ({self._unwatched[name][1]}, seen from step {self._unwatched[name][0]})" for name in names[:5])
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        return [Finding(
+            INFO, UNWATCHED_MODULE,
+            f"{len(names)} module{'s were' if len(names) != 1 else ' was'} put into the model after watch() started, "
+            f"so {'their' if len(names) != 1 else 'its'} calls have no statistics: {listed}{more}. "
+            "Build the whole model, or replace its modules, before entering watch().",
+            (), names[0],
+        )]
 
     def _nonfinite_findings(self, outputs: Mapping[str, tuple[str, ...]], params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
         found = []
@@ -886,10 +907,34 @@ class Watcher:
 watch = Watcher
 
 
-def _write_page(watcher: Watcher, logged: LoggedStep, *, page: Union[str, "os.PathLike[str]"], page_every: int) -> None:
-    """Write the page of a run every ``page_every`` logged steps (``watch(page=...)``)."""
-    if len(watcher.steps) % page_every == 0:
-        watcher.save(page)
+class _PageWriter:
+    """Writes the page of a run every ``page_every`` logged steps (``watch(page=...)``).
+
+    The page is a view of training, not part of it: a page that cannot be written (its
+    folder gone, a full disk, Graphviz missing) is said once in a warning, and training
+    goes on; each later logged step tries again.
+    """
+
+    def __init__(self, page: Union[str, "os.PathLike[str]"], page_every: int):
+        self.page = page
+        self.page_every = page_every
+        self.warned = False
+
+    def __call__(self, watcher: Watcher, logged: LoggedStep) -> None:
+        if len(watcher.steps) % self.page_every:
+            return
+        try:
+            watcher.save(self.page)
+        except Exception as error:  # whatever it is, the page must not end the training it shows
+            if not self.warned:
+                self.warned = True
+                said = str(error) if isinstance(error, GraphvizAutogradError) else f"{type(error).__name__}: {error}."
+                warnings.warn(
+                    f"watch(page=...) could not write the page at step {logged.step}: {said} "
+                    "Training goes on; the page is tried again at each logged step, and this is said once.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
 
 def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:

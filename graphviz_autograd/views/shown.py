@@ -5,7 +5,8 @@ layouts so that both draw the same nodes: :func:`split_shared_leaves` draws a
 parameter used many times once per use, and :func:`shown_graph` leaves out the
 kinds of node a drawing hides. :func:`shown_text` is how any text is shown where it
 cannot be carried as it is (the DOT writer's escaping and the explorer's names both
-use it), and :func:`shown_names` is a graph with its names so.
+use it), and :func:`shown_names` is a graph with its names so. :func:`terminal_text` is
+the command line's: the same escapes, and a backslash doubled.
 """
 
 from __future__ import annotations
@@ -202,6 +203,33 @@ def shown_text(text: str, one_line: bool = True) -> str:
 def _shown_code(match: re.Match) -> str:
     code = ord(match.group())
     return ("\\x%02x" if code < 0x100 else "\\u%04x") % code
+
+
+# What a terminal must not be sent raw: the characters above, and the backslash that
+# begins every escape, so that each text is shown one way and no two alike.
+_UNSHOWABLE_IN_A_TERMINAL = re.compile(r"[\\\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNSHOWABLE_IN_A_TERMINAL_LINE = re.compile(r"[\\\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def terminal_text(text: str, one_line: bool = False) -> str:
+    """``text`` as the command line writes it to a terminal: what :func:`shown_text`
+    escapes, escaped the same way (an ESC, BEL or NUL in a module's name cannot retitle
+    the terminal or hide what follows it, a lone surrogate cannot fail the write), and
+    a backslash written as two, as Python writes a string, so that a name holding the
+    control character ``\\x01`` and one holding the four characters ``\\x01`` differ.
+    Line breaks and tabs are kept unless ``one_line``.
+
+    >>> print(terminal_text("u\\x1b]0;t\\x07 a\\ud800b"), terminal_text("\\\\x01"), terminal_text("\\x01"))
+    u\\x1b]0;t\\x07 a\\ud800b \\\\x01 \\x01
+    """
+    unshowable = _UNSHOWABLE_IN_A_TERMINAL_LINE if one_line else _UNSHOWABLE_IN_A_TERMINAL
+    if unshowable.search(text) is None:
+        return text
+    return unshowable.sub(_terminal_code, text)
+
+
+def _terminal_code(match: re.Match) -> str:
+    return "\\\\" if match.group() == "\\" else _shown_code(match)
 
 
 def shown_names(graph: AutogradGraph) -> AutogradGraph:
