@@ -165,3 +165,24 @@ CASES = (
     Case("NaN in the input batch", nan_in_batch, "nonfinite_forward", "x", "", "1 NaN"),
     Case("NaN learning rate", nan_learning_rate, "nonfinite_step", "param group 0: lr", None, "lr=nan"),
 )
+
+
+class MaskedAttention(nn.Module):
+    """Scores masked with -inf before a softmax, as causal attention does: Inf on purpose,
+    which the softmax takes in. With ``log_after``, a log of a negative value later makes a
+    NaN of its own, which is the one that reaches the loss."""
+
+    def __init__(self, log_after: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        self.q, self.out = nn.Linear(8, 8), nn.Linear(8, 1)
+        self.log_after = log_after
+
+    def forward(self, x):
+        scores = self.q(x) @ x.transpose(-1, -2)
+        mask = torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool).triu(1)
+        weights = torch.softmax(scores.masked_fill(mask, float("-inf")), -1)
+        h = weights @ x
+        if self.log_after:
+            h = torch.log(h - 10)
+        return self.out(h)

@@ -161,3 +161,20 @@ def test_the_benchmark_table_of_broken_models_runs():
     assert len(named) == len(CASES)
     assert all(f"| {case.code}: {case.subject} |" in row for case, row in zip(CASES, named))
     assert rows[-1].strip().endswith("(tests/test_nonfinite.py holds it to that).")
+
+
+def test_an_inf_the_model_makes_on_purpose_is_no_finding():
+    from .nonfinite_models import MaskedAttention
+
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+    assert list(find_nonfinite(MaskedAttention(False), x, loss=lambda out: out.pow(2).mean())) == []
+
+
+def test_the_producer_is_the_one_whose_nan_reaches_the_loss():
+    from .nonfinite_models import MaskedAttention
+
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+    found = find_nonfinite(MaskedAttention(True), x, loss=lambda out: out.pow(2).mean())
+    assert [(f.code, f.subject) for f in found] == [(NONFINITE_FORWARD, "torch.log")]
+    labels = {found.graph.node(node_id).label for node_id in found.carriers}
+    assert "MaskedFillBackward0" not in labels and "SoftmaxBackward0" not in labels

@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-# At most this many producers (and sources) are kept per pass: the first is the one that
+# At most this many producers are kept per backward pass: the first is the one that
 # matters, the count of the others says how widespread the problem is.
 MAX_KEPT = 20
 
@@ -238,84 +238,105 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 class ForwardValues:
-    """What the calls of one recorded forward pass made: the producers, sources and carriers
-    of NaN and Inf (see the module's docstring). The recorder calls :meth:`before` and
-    :meth:`after` around each call; ``name_of`` names a tensor the model knows (a parameter,
-    a buffer, an input), '' for any other."""
+    """What the calls of one recorded forward pass made: where each NaN and Inf was born, and
+    which calls carried it on (see the module's docstring). The recorder calls :meth:`before`
+    and :meth:`after` around each call; ``name_of`` names a tensor the model knows (a
+    parameter, a buffer, an input), '' for any other.
+
+    Each non-finite tensor remembers its **birth**: the index in :attr:`births` of the producer
+    or source its values came from (the earliest, when a call mixes several). A birth whose
+    values never reach the pass's output is no fault: an attention mask of ``-inf`` that a
+    softmax takes in is one. :meth:`origin_of` tells which birth an output carries.
+    """
 
     def __init__(self, name_of: Callable[[torch.Tensor], str]):
         self.name_of = name_of
-        self.producers: list[Producer] = []
-        self.sources: list[Producer] = []
-        self.carriers: set[int] = set()  # sequence numbers of the nodes of calls that passed NaN/Inf on
-        self.produced = 0  # calls that made NaN/Inf from finite inputs, kept or not
+        self.births: list[Producer] = []  # producers and sources, in the order they were seen
+        # Sequence numbers of the nodes of calls that passed NaN/Inf on, with the birth they carried.
+        self.carriers: dict[int, int] = {}
         self.calls = 0
-        self._finite: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> whether it was finite when last seen
+        # tensor -> -1 when it was finite when last seen, else the index of its values' birth
+        self._birth: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
-    def before(self, inputs: list[torch.Tensor], module: str) -> bool:
-        """Whether every tensor input of the call about to run is finite, read before the call
-        (an in-place call writes over them). A tensor that no watched call made and that is
-        not finite is a source, noted once."""
-        finite = True
-        known = self._finite
+    @property
+    def producers(self) -> list[Producer]:
+        """The calls that made NaN/Inf from finite inputs, in order."""
+        return [b for b in self.births if b.phase == "forward"]
+
+    @property
+    def sources(self) -> list[Producer]:
+        """The tensors that entered the pass holding NaN/Inf, in order."""
+        return [b for b in self.births if b.phase == "source"]
+
+    def origin_of(self, tensor: torch.Tensor) -> Optional[int]:
+        """The index in :attr:`births` of where ``tensor``'s NaN/Inf was born; None when it is finite."""
+        birth = self._birth.get(tensor)
+        if birth is None:
+            birth = -1 if all_finite(tensor) else self._note_source(tensor, "")
+        return None if birth < 0 else birth
+
+    def _remember(self, tensor: torch.Tensor, birth: int) -> None:
+        try:
+            self._birth[tensor] = birth
+        except TypeError:  # a tensor subclass that cannot be weakly referenced
+            pass
+
+    def before(self, inputs: list[torch.Tensor], module: str) -> int:
+        """-1 when every tensor input of the call about to run is finite, else the earliest birth
+        among them; read before the call (an in-place call writes over its input). A tensor that
+        no watched call made and that is not finite is a source, noted once."""
+        earliest = -1
+        known = self._birth
         for tensor in inputs:
-            state = known.get(tensor)
-            if state is None:
-                state = all_finite(tensor)
-                try:
-                    known[tensor] = state
-                except TypeError:  # a tensor subclass that cannot be weakly referenced
-                    pass
-                if not state:
-                    self._note_source(tensor, module)
-            finite = finite and state
-        return finite
+            birth = known.get(tensor)
+            if birth is None:
+                birth = -1 if all_finite(tensor) else self._note_source(tensor, module)
+                self._remember(tensor, birth)
+            if birth >= 0 and (earliest < 0 or birth < earliest):
+                earliest = birth
+        return earliest
 
-    def after(self, func: Callable, args: tuple, kwargs: dict, outputs: list[torch.Tensor], inputs_finite: bool,
+    def after(self, func: Callable, args: tuple, kwargs: dict, outputs: list[torch.Tensor], inputs_birth: int,
               module: str) -> None:
-        """Note what the call made: each output's finiteness, and the call as a producer or carrier."""
+        """Note what the call made: each output's finiteness and birth, the call a producer (from
+        finite inputs) or a carrier."""
         self.calls += 1
-        bad = []
+        bad = [tensor for tensor in outputs if not all_finite(tensor)]
         for tensor in outputs:
-            state = all_finite(tensor)
-            try:
-                self._finite[tensor] = state
-            except TypeError:
-                pass
-            if not state:
-                bad.append(tensor)
+            self._remember(tensor, -1)
         if not bad:
             return
         numbers = [fn._sequence_nr() for fn in (t.grad_fn for t in bad) if fn is not None]
-        if not inputs_finite:
-            self.carriers.update(numbers)
-            return
-        self.produced += 1
-        if len(self.producers) >= MAX_KEPT:
-            return
-        nan = inf = 0
+        if inputs_birth >= 0:
+            birth = inputs_birth
+            for number in numbers:
+                self.carriers.setdefault(number, birth)
+        else:
+            nan = inf = 0
+            for tensor in bad:
+                n, i = nonfinite_counts(tensor)
+                nan, inf = nan + n, inf + i
+            name = getattr(func, "__name__", "call")
+            values = [v for v in (*args, *kwargs.values())]
+            birth = len(self.births)
+            self.births.append(Producer(
+                "forward", call_name(func), module, user_frame(), nan, inf, forward_cause(name, values, bad),
+                numbers[0] if numbers else -1,
+            ))
         for tensor in bad:
-            n, i = nonfinite_counts(tensor)
-            nan, inf = nan + n, inf + i
-        name = getattr(func, "__name__", "call")
-        values = [v for v in (*args, *kwargs.values())]
-        self.producers.append(Producer(
-            "forward", call_name(func), module, user_frame(), nan, inf, forward_cause(name, values, bad),
-            numbers[0] if numbers else -1,
-        ))
+            self._remember(tensor, birth)
 
-    def _note_source(self, tensor: torch.Tensor, module: str) -> None:
-        if len(self.sources) >= MAX_KEPT:
-            return
+    def _note_source(self, tensor: torch.Tensor, module: str) -> int:
         nan, inf = nonfinite_counts(tensor)
         name = self.name_of(tensor)
         what = "an input" if not name else name
-        self.sources.append(Producer(
+        self.births.append(Producer(
             "source", "", module, user_frame(), nan, inf,
             f"{what} of shape {tuple(tensor.shape)} already holds {nan} NaN and {inf} Inf before any op uses it"
             .replace(" 0 NaN and", "").replace(" and 0 Inf", ""),
             -1, name,
         ))
+        return len(self.births) - 1
 
 
 def call_name(func: Callable) -> str:

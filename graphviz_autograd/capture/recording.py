@@ -577,7 +577,7 @@ class _RecordingMode(TorchFunctionMode):
         recorder = self.recorder
         values = recorder.nonfinite
         if values is not None:
-            inputs_finite = values.before(_tensors_in(args, kwargs), recorder.current_module)
+            inputs_birth = values.before(_tensors_in(args, kwargs), recorder.current_module)
         try:
             result = func(*args, **kwargs)
         except Exception as error:
@@ -588,7 +588,7 @@ class _RecordingMode(TorchFunctionMode):
             recorder._last_result = result
             recorder._last_module = recorder.current_module
         if values is not None:
-            values.after(func, args, kwargs, _tensors_in((result,)), inputs_finite, recorder.current_module)
+            values.after(func, args, kwargs, _tensors_in((result,)), inputs_birth, recorder.current_module)
         return result
 
 

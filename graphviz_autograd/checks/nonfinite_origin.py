@@ -139,6 +139,9 @@ def _search(runner: StepRunner, model: Optional[torch.nn.Module], optimizer: Opt
     assert forward is not None
     graph = walk(output, model, recorder=recorder, collect_sequence_numbers=True)
     node_of = {number: node_id for node_id, number in graph.sequence_numbers}
+    # The births whose NaN/Inf reaches the step's output: one that does not (an attention mask
+    # of -inf that a softmax takes in) is no fault, and neither are the ops that carried it.
+    reached = sorted({b for b in (forward.origin_of(t) for _, t in named_tensors(output)) if b is not None})
     roots = [t.grad_fn for _, t in named_tensors(output) if t.grad_fn is not None]
     backward = BackwardValues(roots)
     try:
@@ -150,14 +153,16 @@ def _search(runner: StepRunner, model: Optional[torch.nn.Module], optimizer: Opt
     bad_grads = [name for name, p in names if p.grad is not None and not all_finite(p.grad)]
     findings: list[Finding] = []
     producers: list[Producer] = []
-    carriers: set[str] = {node_of[n] for n in forward.carriers if n in node_of}
-    if forward.sources or forward.producers:
-        producers = forward.sources + forward.producers
-        findings += [_source_finding(p) for p in forward.sources]
-        findings += [_forward_finding(p, node_of, graph, forward.produced, len(carriers), bad_grads)
-                     for p in forward.producers[:1]]
-        if len(forward.producers) > 1:
-            findings += [_forward_finding(p, node_of, graph, 0, 0, (), first=False) for p in forward.producers[1:3]]
+    carriers = {node_of[n] for n, birth in forward.carriers.items() if birth in reached and n in node_of}
+    if reached:
+        producers = [forward.births[b] for b in reached]
+        first, others = producers[0], producers[1:]
+        if first.phase == "source":
+            findings.append(_source_finding(first))
+        else:
+            findings.append(_forward_finding(first, node_of, graph, len(reached), len(carriers), bad_grads))
+        findings += [_source_finding(p) if p.phase == "source" else _forward_finding(p, node_of, graph, 0, 0, (), first=False)
+                     for p in others[:2]]
     elif backward.producers:
         producers = list(backward.producers)
         carriers |= {node_of[n] for n in backward.carriers if n in node_of}
