@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import pytest
 import torch
 
-from graphviz_autograd import Recorder, check, explore, make_dot, record, walk
+from graphviz_autograd import Recorder, check, explore, find_nonfinite, make_dot, record, walk
 from graphviz_autograd.explorer.pages import Explorer
 from graphviz_autograd.views.page_fit import PAGE_LONG_SIDE, picture_size
 from graphviz_autograd.testing.structure import structure_text
@@ -145,6 +145,12 @@ def test_check_finds_nothing_wrong_with_the_clean_model(name):
         findings = check(recorded.loss, recorded.model, recorder=recorded.recorder, backward=True)
     assert [(f.severity, f.code, f.message) for f in findings if f.severity != "info"] == []
     assert all(p.grad is None for p in recorded.model.parameters())  # backward=True leaves .grad alone
+
+
+def test_every_value_of_a_clean_training_step_is_finite(name):
+    # No false alarm: masks of -inf and the like that a model makes on purpose are not blamed.
+    model, inputs = build(name)
+    assert list(find_nonfinite(model, inputs, loss=loss_of)) == []
 
 
 def test_the_input_wav2vec2_makes_require_grad_is_named_as_a_view_of_it():
