@@ -34,6 +34,7 @@ _HOMES = {
     "StepProfile": "checks.profiling",
     "check": "checks.diagnosis",
     "collapse": "views.collapsing",
+    "diff": "views.diffing",
     "explore": "explorer.pages",
     "make_dot": "api",
     "profile_step": "checks.profiling",
@@ -67,6 +68,7 @@ __all__ = [
     "StepProfile",
     "check",
     "collapse",
+    "diff",
     "explore",
     "make_dot",
     "profile_step",
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     from .api import make_dot as make_dot
     from .api import render as render
     from .views.collapsing import collapse as collapse
+    from .views.diffing import diff as diff
     from .checks.diagnosis import Finding as Finding
     from .checks.diagnosis import Findings as Findings
     from .checks.diagnosis import check as check

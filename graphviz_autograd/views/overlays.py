@@ -27,8 +27,10 @@ from ..graph.autograd_graph import SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGra
 from ..graph.descriptions import format_bytes, format_seconds
 from ..graph.style import SEVERITIES
 
-ROLLUPS = ("sum", "max")
-SCALES = ("log", "severity")
+# "union": the bits of the values meeting on a module, or-ed (a diff's states, see views.diffing).
+ROLLUPS = ("sum", "max", "union")
+# "diff": each value is the bits of a diff's states (views.diffing.state_of reads them).
+SCALES = ("log", "severity", "diff")
 # What a unit's numbers read as in keys and menus: bytes and seconds, or plain numbers.
 UNITS = ("", "B", "s")
 
@@ -123,9 +125,16 @@ def severity_of(value: float) -> str:
 
 
 def roll_up(rollup: str, total: float, value: float) -> float:
-    """``total`` and ``value`` rolled up: their sum, or the larger (NaN is the larger of any two)."""
+    """``total`` and ``value`` rolled up: their sum, the larger (NaN is the larger of any two),
+    or their bits or-ed (``union``).
+
+    >>> roll_up("sum", 2, 4), roll_up("max", 2, 4), roll_up("union", 2, 4)
+    (6, 4, 6.0)
+    """
     if rollup == "sum":
         return total + value
+    if rollup == "union":
+        return float(int(total) | int(value))
     if math.isnan(total) or math.isnan(value):
         return math.nan
     return max(total, value)
