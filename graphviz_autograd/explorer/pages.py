@@ -509,8 +509,9 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "meanings": meanings,
         "findings": finding_rows,
         "overlays": [
-            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps)}
-            for o in overlays if o.scale == "log"
+            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps),
+             "scale": o.scale}
+            for o in overlays if o.scale in ("log", "diff")
         ],
         "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
