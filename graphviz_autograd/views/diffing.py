@@ -68,6 +68,8 @@ _FROZEN_PREFIX = "frozen "
 _CUT_WORDS = {DETACH: ".detach()", DATA_ATTRIBUTE: ".data", NO_GRAD_MODE: "torch.no_grad()",
               INFERENCE_MODE: "torch.inference_mode()"}
 _INDEX = re.compile(r"^\d+$")
+# What a node's change says that its renamed module's sentence says already.
+_SAID_BY_MODULE = ("name", "module")
 
 
 def state_of(value: float) -> str:
@@ -489,6 +491,11 @@ def _changes(old: Node, new: Node) -> tuple[tuple[str, str, str], ...]:
         found.append(("shape", shape_text(old.shape), shape_text(new.shape)))
     if old.dtype != new.dtype and old.dtype and new.dtype:
         found.append(("dtype", old.dtype, new.dtype))
+    old_name, new_name = _tensor_name(old), _tensor_name(new)
+    if old_name and new_name and old_name != new_name:
+        found.append(("name", old_name, new_name))  # its module was renamed
+    if old.module != new.module:
+        found.append(("module", old.module, new.module))
     if old.attrs != new.attrs and old.attrs and new.attrs and old.kind != NO_GRAD:
         before, after = dict(old.attrs), dict(new.attrs)
         for key in sorted(set(before) | set(after)):
@@ -549,6 +556,7 @@ class _Sentences:
                     self.new_side[path] += 1
         self.parts: dict[str, list[str]] = {}  # module path -> what changed in it, in words
         self.weight: Counter = Counter()  # module path -> nodes its words stand for
+        self.minor: list[tuple[str, str]] = []  # inputs without gradient added or removed, by module
         # (weight, module order, subject, text) of each sentence
         self.found: list[tuple[int, int, str, str]] = []
 
@@ -581,6 +589,9 @@ class _Sentences:
         for path, parts in self.parts.items():
             self.say(self.weight[path], path, _named(path), "; ".join(parts))
         self.tensor_sentences(tensors)
+        if not self.found:
+            for path, text in self.minor:
+                self.say(1, path, _named(path), text)
         return self.joined()
 
     def joined(self) -> list[str]:
@@ -641,6 +652,8 @@ class _Sentences:
             return "removed"
         parts = []
         for what, was, now in change.changes:
+            if what in _SAID_BY_MODULE:
+                continue
             if what == "gradient":
                 parts.append(f"{now}, was {was}")
             elif what == "shape":
@@ -670,6 +683,8 @@ class _Sentences:
                 removed[_node_word(node)] += 1
             else:
                 for field, was, now in change.changes:
+                    if field in _SAID_BY_MODULE:
+                        continue
                     if field == "op":
                         replaced[(now, was)] += 1
                     else:
@@ -684,10 +699,10 @@ class _Sentences:
         elif removed:
             parts.append(f"{_listed(removed)} removed")
         parts.extend(dict.fromkeys(other))
-        if not parts:
-            parts.extend(f"{plural(count, 'input')} without gradient {state}" for state, count in sorted(inputs.items()))
         if parts:
             self.part(path, len(found), "; ".join(parts))
+        else:  # a constant more or less: said only when nothing else changed
+            self.minor.extend((path, f"{plural(count, 'input')} without gradient {state}") for state, count in sorted(inputs.items()))
 
     def tensor_sentences(self, tensors: list[tuple[str, str, str, str]]) -> None:
         by_text: dict[str, list[tuple[str, str, str]]] = {}
