@@ -238,7 +238,11 @@ def _fold(tree: ModuleTree, members: dict[str, list[Node]], targets: dict[str, s
 
 
 def box_runs(
-    tree: ModuleTree, children: Sequence[str], members: Mapping[str, Sequence[Node]], targets: Mapping[str, set]
+    tree: ModuleTree,
+    children: Sequence[str],
+    members: Mapping[str, Sequence[Node]],
+    targets: Mapping[str, set],
+    apart: Optional[Callable[[str], Hashable]] = None,
 ) -> list[list[str]]:
     """Sibling module boxes (``children``, in order) as the runs one box stands for: alike
     consecutive siblings, of the same class, parameter count and ops. A summary
@@ -251,12 +255,15 @@ def box_runs(
     three boxes, where a stack of layers (each feeding the next) or alike modules side
     by side (a block's query, key and value) fold. A later call of a module is alike
     with its first call when it uses the same parameters (a cell run at every step folds).
+    ``apart`` (a box's path -> a key) keeps boxes with different keys apart: the state of
+    each in a diff.
     """
 
     def signature(child: str) -> Optional[tuple]:
         if child not in members:
             return None
-        return _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), list(members[child]))
+        found = _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), list(members[child]))
+        return found if apart is None else (found, apart(child))
 
     runs: list[list[str]] = []
     for run in alike_runs(children, signature):
