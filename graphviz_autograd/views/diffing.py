@@ -175,17 +175,19 @@ class GraphDiff:
         return Overlay(OVERLAY_NAME, "change", values, rollup="union", scale="diff", tooltips=tooltips)
 
     def drawn(self) -> tuple[AutogradGraph, Overlay]:
-        """The merged graph with every module where nothing changed closed to one box, and
-        the overlay on it: the graph a picture of the diff starts from."""
+        """The merged graph with every module whose nodes share one state closed to one box
+        (those where nothing changed, and those added or removed whole), and the overlay on
+        it: the graph a picture of the diff starts from, open only where it changed."""
         overlay = self.overlay()
         if not self.merged.modules:
             return self.merged, overlay
         tree = ModuleTree(self.merged.modules)
-        touched = {change.module for change in self.nodes if change.state != UNCHANGED}
-        open_paths = tree.holding(touched) | {tree.listed(path) for path in touched}
-        used = {tree.listed(change.module) for change in self.nodes}
-        holding_nodes = tree.holding(used)
-        boxes = {path for path in holding_nodes if path not in open_paths and tree.parent(path) in open_paths | {""}}
+        states: dict[str, set[str]] = {}
+        for change in self.nodes:
+            for path in tree.chain(change.module):
+                states.setdefault(path, set()).add(change.state)
+        uniform = {path for path, found in states.items() if len(found) == 1 and CHANGED not in found}
+        boxes = {path for path in uniform if tree.parent(path) not in uniform}
         if not boxes:
             return self.merged, overlay
         graph, ids = collapse_to_boxes(self.merged, boxes)
@@ -244,20 +246,10 @@ class _Side:
         self.nodes = graph.nodes
         self.tree = ModuleTree(graph.modules)
         self.accumulator: dict[str, str] = {}  # a leaf's id -> its AccumulateGrad's
-        self.inputs: dict[str, list[str]] = {}
         kinds = {node.id: node.kind for node in self.nodes}
         for edge in graph.edges:
             if edge.kind == DATA and kinds.get(edge.target) == ACCUMULATE_GRAD:
                 self.accumulator.setdefault(edge.source, edge.target)
-
-    def subtree_nodes(self) -> Counter:
-        """How many nodes each listed module holds, its submodules' included ('' is the model)."""
-        counts: Counter = Counter()
-        for node in self.nodes:
-            for path in self.tree.chain(node.module):
-                counts[path] += 1
-            counts[""] += 1
-        return counts
 
 
 def _tensor_name(node: Node) -> Optional[str]:
@@ -514,8 +506,8 @@ def _grad_state(node: Node) -> str:
 
 def _merged_modules(old: Sequence[ModuleInfo], new: Sequence[ModuleInfo], removed: Sequence[ModuleInfo],
                     mapping: dict[str, str]) -> tuple[ModuleInfo, ...]:
-    """The new graph's modules with the removed ones of the old graph put in after the module
-    that came before them there."""
+    """The new graph's modules, with each removed module of the old graph put in after the
+    module (as the new graph names it) that came before it there."""
     if not removed:
         return tuple(new)
     after: dict[str, list[ModuleInfo]] = {}
@@ -526,12 +518,15 @@ def _merged_modules(old: Sequence[ModuleInfo], new: Sequence[ModuleInfo], remove
             after.setdefault(previous, []).append(module)
         else:
             previous = mapping.get(module.path, previous)
-    merged: list[ModuleInfo] = list(after.get("", [])) if not new else []
+    merged: list[ModuleInfo] = []
+    placed = {m.path for m in new}
+    if "" not in placed:  # no model listed in the new graph: what came first goes first
+        merged.extend(after.pop("", []))
     for module in new:
         merged.append(module)
-        merged.extend(after.get(module.path, []))
-    if new and "" in after and not any(m.path == "" for m in new):
-        merged = after[""] + merged
+        merged.extend(after.pop(module.path, []))
+    for rest in after.values():
+        merged.extend(rest)
     return tuple(merged)
 
 
