@@ -87,7 +87,7 @@ def test_o_writes_the_diff_in_the_format_of_its_suffix(workdir, suffix):
         (("a.py", "b.py", "-o", "change.txt"), "cannot tell what to write"),
         (("a.py", "b.py", "-o", "a.py"), "cannot tell what to write"),
         (("a.py", "b.py", "-o", "no/such/folder/change.svg"), "does not exist"),
-        (("a.py",), "Missing argument"),
+        (("a.py",), "second model B"),
     ],
 )
 def test_trouble_is_one_sentence_and_status_2_and_no_file(workdir, args, says):
@@ -103,3 +103,16 @@ def test_a_model_that_fails_is_status_2(workdir):
     result = invoke("a.py", "broken.py")
     assert result.exit_code == 2
     assert "no model here" in result.output
+
+
+def test_one_model_run_two_ways(workdir):
+    (workdir / "shaped.py").write_text(
+        "import torch\nfrom torch import nn\n\nmodel = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))\n"
+        "example_inputs = (torch.ones(3, 4),)\n"
+    )
+    result = invoke("shaped.py", "--eval", "--b-train")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("1: ")  # dropout runs in train mode only
+    assert invoke("shaped.py", "--eval", "--b-eval").stdout == "no change\n"
+    lone = invoke("shaped.py")
+    assert lone.exit_code == 2 and "second model B" in lone.output

@@ -895,7 +895,7 @@ DIFF_USAGE_STATUS = 2  # as diff(1): 0 equal, 1 different, 2 trouble
 @main.command(name="diff", context_settings=CONTEXT_SETTINGS,
               short_help="Say and draw what changed between the graphs of two models; exit 1 when they differ.")
 @click.argument("old", metavar="A")
-@click.argument("new", metavar="B")
+@click.argument("new", metavar="[B]", required=False)
 @click.option(
     "-o",
     "--output",
@@ -906,16 +906,28 @@ DIFF_USAGE_STATUS = 2  # as diff(1): 0 equal, 1 different, 2 trouble
 )
 @click.option("--json", "as_json", is_flag=True, help="Write the diff as JSON on stdout instead of sentences.")
 @_model_run_options
+@click.option(
+    "--b-input-shape",
+    "b_input_shapes",
+    multiple=True,
+    metavar="N,N,...",
+    callback=lambda ctx, param, value: _parse_input_shapes(value),
+    help="Run B on a random float input of this shape (default: as A); with B left out, A is compared with itself so run.",
+)
+@click.option("--b-train/--b-eval", "b_training", default=None,
+              help="Run B in train or eval mode (default: as A); with B left out, A is compared with itself so run.")
 @_seconds_option("--timeout", DEFAULT_TIMEOUT, "Give up on Graphviz's layout after this long.")
 @_progress_options
 @_in_own_process
 def diff_command(
     old: str,
-    new: str,
+    new: Optional[str],
     output: Optional[str],
     as_json: bool,
     input_shapes: Optional[tuple[Shape, ...]],
     training: Optional[bool],
+    b_input_shapes: Optional[tuple[Shape, ...]],
+    b_training: Optional[bool],
     timeout: float,
     quiet: bool,
     debug: bool,
@@ -927,13 +939,17 @@ def diff_command(
     Prints one sentence a change, most significant first ('no change' when equal),
     and exits with 0 when the graphs are equal, 1 when they differ and 2 on an error.
     A and B take the forms of 'graphviz-autograd render' and run the same way
-    (the same --input-shape and --train/--eval for both).
+    (the same --input-shape and --train/--eval), unless --b-input-shape or
+    --b-train/--b-eval say otherwise for B; without B, A is compared with itself
+    run as those say.
 
     \b
     Examples:
       graphviz-autograd diff old_model.py new_model.py
       graphviz-autograd diff models.py:small models.py:large -o change.svg
       graphviz-autograd diff a.py b.py --json > diff.json
+      graphviz-autograd diff samples/lenet.py samples/mnist_cnn.py
+      graphviz-autograd diff model.py --eval --b-train     # what train mode changes
     """
     from .model_file import parse_model_spec
     from ..capture.recording import record
@@ -944,14 +960,21 @@ def diff_command(
     progress = _Progress(quiet)
     try:
         with _errors_as_messages(debug):
+            if new is None and not b_input_shapes and b_training is None:
+                raise click.UsageError(
+                    "diff needs a second model B, or --b-input-shape or --b-train/--b-eval to compare A with "
+                    "itself run another way."
+                )
+            new = old if new is None else new
             specs = [parse_model_spec(old), parse_model_spec(new)]
             target, fmt = _diff_output(output, specs)
             if target is not None and fmt in ("svg", "pdf", "png"):
                 _require_graphviz(specs[1], new, fmt)
             graphs = []
+            runs = ((input_shapes, training), (b_input_shapes or input_shapes, training if b_training is None else b_training))
             with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
-                for spec, model in zip(specs, (old, new)):
-                    loaded = _load(spec, model, input_shapes, training, progress)
+                for spec, model, (shapes, mode) in zip(specs, (old, new), runs):
+                    loaded = _load(spec, model, shapes, mode, progress)
                     progress(f"running and recording the forward pass of {model}...")
                     recorder = record(loaded.model)
                     outputs = loaded.run(recorder)
