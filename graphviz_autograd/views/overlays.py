@@ -2,9 +2,10 @@
 
 An :class:`Overlay` is a number per node of the walked graph (the severity of what
 ``check`` found there, a parameter's gradient norm, the bytes an op saved for
-backward, a measured time, ...), how those numbers roll up onto a module (``sum`` or
-``max``) and how they are coloured (``log``: a fill per power of ten; ``severity``: a
-border per severity). Both renderers read the same overlays: the DOT writer colours
+backward, a measured time, a diff's state, ...), how those numbers roll up onto a module
+(``sum``, ``max``, or ``union``: their bits or-ed) and how they are coloured (``log``: a
+fill per power of ten; ``severity``: a border per severity; ``diff``: added, removed
+and changed in colours of their own, see :mod:`graphviz_autograd.views.diffing`). Both renderers read the same overlays: the DOT writer colours
 nodes and module boxes (:mod:`graphviz_autograd.drawing.overlay_styles`), the
 explorer lists them in its colour menu and rolls them up per level. A new overlay is
 one function that returns an ``Overlay``; neither renderer changes.
