@@ -24,6 +24,9 @@ def test_a_diff_page_opens_at_the_changes_with_a_list_to_step_through(browser, t
         # It opened at the first change, coloured by its state.
         assert page.page.evaluate("location.hash") != ""
         assert page.page.locator("g.node.diff-changed").count() >= 1
+        # A changed node's details say what it was.
+        page.page.locator("#hits button", has_text="GeluBackward0").first.click()
+        assert "changed: op ReluBackward0 -> GeluBackward0" in page.page.text_content("#details")
         # Stepping to the block added shows it in the added colour.
         page.page.locator("#hits button", has_text="layers.2").click()
         assert page.page.locator("g.node.diff-added").count() >= 1

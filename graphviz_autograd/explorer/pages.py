@@ -520,12 +520,18 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "findings": finding_rows,
         "overlays": [
             {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps),
-             "scale": o.scale}
+             "scale": o.scale, **({"notes": _overlay_notes(o, index_of)} if o.scale == "diff" else {})}
             for o in overlays if o.scale in ("log", "diff")
         ],
         "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
     }
+
+
+def _overlay_notes(overlay: Overlay, index_of: dict[str, int]) -> dict[str, str]:
+    """A diff's words for each node, by node index: what changed, old -> new."""
+    return {str(index_of[node_id]): shown_text(text, one_line=False)
+            for node_id, text in overlay.tooltips.items() if node_id in index_of}
 
 
 def item_record(item: Sequence[Any]) -> dict[str, Any]:

@@ -796,7 +796,10 @@
       ['note', node.kind === 'saved' ? node.note : ''],
     ];
     Object.keys(metrics).forEach(function (name) {
-      if (metrics[name].perNode.has(k)) rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name, metricText(name, metrics[name].perNode.get(k))]);
+      if (!metrics[name].perNode.has(k)) return;
+      var notes = OVERLAYS[name] && OVERLAYS[name].notes;  // a diff's: what changed, old -> new
+      rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name,
+        notes && notes[String(k)] ? notes[String(k)] : metricText(name, metrics[name].perNode.get(k))]);
     });
     (node.attrs || []).forEach(function (pair) { rows.push(['saved ' + pair[0], pair[1]]); });
     details.appendChild(facts(rows));
