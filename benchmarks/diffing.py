@@ -1,7 +1,7 @@
 """How long ``diff()`` takes on two 12-layer GPT-2 graphs, against walking both; run by
 hand from the repository root:
 
-    PYTHONPATH=. python -m benchmarks.diffing [--repeat 5]
+    PYTHONPATH=. python -m benchmarks.diffing [--repeat 5] [--chain 100000]
 
 GPT-2 small's shape (12 layers, 768 wide) from its ``transformers`` config, random
 weights, nothing downloaded. The old graph is the model as built, the new one the same
@@ -45,6 +45,8 @@ def recorded(model: nn.Module, tokens: torch.Tensor) -> tuple[Any, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--chain", type=int, default=0, metavar="OPS",
+                        help="also diff two chains of this many ops, one op swapped in the middle (no modules)")
     args = parser.parse_args()
     tokens = torch.arange(16).reshape(1, 16)
     models = gpt2(), gpt2(relu_in=5)
@@ -61,6 +63,21 @@ def main() -> None:
     for name, seconds in (("recorded forward passes of both", forward), ("walk both graphs", walking),
                           ("diff(old, new)", diffing), ("the diff's view and DOT", drawing)):
         print(f"{name:<40}{seconds:>10.4f}{seconds / walking:>15.2f}x")
+    if args.chain:
+        x = torch.ones(3, requires_grad=True)
+
+        def chain(odd: int = -1) -> Any:
+            y = x
+            for i in range(args.chain):
+                y = (y.exp() if i != odd else y.sin()) * 0.5
+            return y.sum()
+
+        ends = chain(), chain(args.chain // 2)
+        walking = best_time(lambda: [walk(end, {"x": x}) for end in ends], args.repeat)
+        old, new = (walk(end, {"x": x}) for end in ends)
+        diffing = best_time(lambda: diff(old, new), args.repeat)
+        print(f"a chain of {args.chain:,} ops, one swapped ({len(old.nodes):,} nodes, no modules): walk both "
+              f"{walking:.3f} s, diff {diffing:.3f} s ({diffing / walking:.1f}x)")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-from graphviz_autograd import AutogradGraph, diff
+from graphviz_autograd import AutogradGraph, diff, walk
 from graphviz_autograd.drawing.dot_writer import dot_source
 from graphviz_autograd.graph.module_tree import ModuleTree
 from graphviz_autograd.testing.structure import structure_graph, structure_text
@@ -249,3 +249,17 @@ def test_diff_walks_what_walk_takes():
     assert found.sentences == ("the model: ExpBackward0 added",)
     with pytest.raises(TypeError, match="GraphDiff"):
         diff(found, found)
+
+
+def test_one_op_swapped_in_a_long_chain_without_modules_is_one_change():
+    x = torch.ones(3, requires_grad=True)
+
+    def chain(odd: int = -1) -> AutogradGraph:
+        y = x
+        for i in range(2000):
+            y = (y.exp() if i != odd else y.sin()) * 0.5
+        return walk(y.sum(), {"x": x})
+
+    found = diff(chain(), chain(odd=1000))
+    assert found.sentences == ("the model: SinBackward0 where ExpBackward0 was",)
+    assert found.counts()[CHANGED] == 1 and found.counts()[ADDED] == found.counts()[REMOVED] == 0

@@ -40,7 +40,7 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence
 from ..errors import InputTypeError
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, DATA_ATTRIBUTE, DETACH, FROZEN, INFERENCE_MODE, LEAF, NO_GRAD, NO_GRAD_MODE, OP, OUTPUT,
-    PARAMETER, AutogradGraph, Edge, ModuleInfo, Node,
+    PARAMETER, AutogradGraph, Columns, ModuleInfo, Node, new_record, numbered_ids,
 )
 from ..graph.descriptions import count_text, plural, shape_text
 from ..graph.module_tree import ModuleTree
@@ -68,6 +68,10 @@ _FROZEN_PREFIX = "frozen "
 _CUT_WORDS = {DETACH: ".detach()", DATA_ATTRIBUTE: ".data", NO_GRAD_MODE: "torch.no_grad()",
               INFERENCE_MODE: "torch.inference_mode()"}
 _INDEX = re.compile(r"^\d+$")
+# The most pairs of items a module's changed middle is aligned over as a text diff aligns
+# lines (its time grows with their product when items repeat, as ops do): past it, a
+# middle of equal length pairs place by place, and another is all removed and added.
+_ALIGN_LIMIT = 4_000_000
 # What a node's change says that its renamed module's sentence says already.
 _SAID_BY_MODULE = ("name", "module")
 
@@ -370,13 +374,8 @@ class _Differ:
             new_nodes = groups_b.get(path)
             if not new_nodes:
                 continue
-            keys_a = [_order_key(n) for n in old_nodes]
-            keys_b = [_order_key(n) for n in new_nodes]
-            matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
-            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-                if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-                    for i, j in zip(range(i1, i2), range(j1, j2)):
-                        pairs[old_nodes[i].id] = new_nodes[j].id
+            for i, j in aligned([_order_key(n) for n in old_nodes], [_order_key(n) for n in new_nodes]):
+                pairs[old_nodes[i].id] = new_nodes[j].id
 
     # --- the result ------------------------------------------------------------------
 
@@ -385,40 +384,48 @@ class _Differ:
         pairs = self.pairs
         old_of = {new: old for old, new in pairs.items()}
         old_by_id = {node.id: node for node in a.nodes}
-        merged_nodes: list[Node] = []
+        # The merged graph is built as columns (see AutogradGraph.from_columns): the new
+        # graph's nodes as they are, then the old graph's that went; ids n0, n1, ... in that order.
+        new_columns, old_columns = b.graph.columns(), a.graph.columns()
+        contents: list[tuple] = list(new_columns.contents)
+        count = len(contents)
+        ids = numbered_ids(count + len(a.nodes))
         changes: list[NodeChange] = []
-        merged_id: dict[tuple[str, str], str] = {}  # ("a"|"b", id) -> merged id
-        for node in b.nodes:
-            node_id = f"n{len(merged_nodes)}"
-            merged_id[("b", node.id)] = node_id
-            merged_nodes.append(node._replace(id=node_id))
+        old_index: dict[str, int] = {}  # old node id -> its index in the merged graph
+        for index, node in enumerate(b.nodes):
             old_id = old_of.get(node.id)
             if old_id is None:
-                changes.append(NodeChange(ADDED, node_id, "", node.id, node.module))
+                changes.append(new_record(NodeChange, (ADDED, ids[index], "", node.id, node.module, ())))
                 continue
-            merged_id[("a", old_id)] = node_id
+            old_index.setdefault(old_id, index)
             found = _changes(old_by_id[old_id], node)
-            changes.append(NodeChange(CHANGED if found else UNCHANGED, node_id, old_id, node.id, node.module, found))
+            changes.append(new_record(NodeChange, (CHANGED if found else UNCHANGED, ids[index], old_id, node.id,
+                                                   node.module, found)))
         removed_modules = self.removed_modules()
         for node in a.nodes:
-            if node.id in pairs:
+            if node.id in pairs or node.id in old_index:
                 continue
-            node_id = f"n{len(merged_nodes)}"
-            merged_id[("a", node.id)] = node_id
+            index = old_index[node.id] = len(contents)
             path = self.mapped_path(node.module)
             module = node.module if path is None else path
-            merged_nodes.append(node._replace(id=node_id, module=module))
-            changes.append(NodeChange(REMOVED, node_id, node.id, "", module))
-        edges: dict[tuple[str, str, str], Edge] = {}
-        for side, graph in (("b", b.graph), ("a", a.graph)):
-            for edge in graph.edges:
-                source, target = merged_id.get((side, edge.source)), merged_id.get((side, edge.target))
-                if source is None or target is None:
-                    continue
-                edges.setdefault((source, target, edge.kind), edge._replace(source=source, target=target))
+            contents.append((*node[1:-1], module))
+            changes.append(new_record(NodeChange, (REMOVED, ids[index], node.id, "", module, ())))
+        links = [link for link in new_columns.links if link[0] < count and link[1] < count]  # none to an unknown id
+        seen = {(source, target, rest[0] if rest else DATA) for source, target, rest in links}
+        old_ids = old_columns.ids
+        assert old_ids is not None  # columns() fills them in
+        for source, target, rest in old_columns.links:
+            if source >= len(a.nodes) or target >= len(a.nodes):
+                continue
+            ends = old_index.get(old_ids[source]), old_index.get(old_ids[target])
+            key = (ends[0], ends[1], rest[0] if rest else DATA)
+            if ends[0] is not None and ends[1] is not None and key not in seen:
+                seen.add(key)
+                links.append((ends[0], ends[1], rest))
+        del ids[len(contents):]
         modules = _merged_modules(a.graph.modules, b.graph.modules, removed_modules, self.module_map)
-        merged = AutogradGraph(tuple(merged_nodes), tuple(edges.values()), params_given=a.graph.params_given or
-                               b.graph.params_given, modules=modules)
+        merged = AutogradGraph.from_columns(Columns(ids, contents, links), params_given=a.graph.params_given or
+                                            b.graph.params_given, modules=modules)
         module_changes = self.module_changes(changes, modules, removed_modules)
         sentences = _Sentences(self, changes, module_changes, merged).all()
         return GraphDiff(a.graph, b.graph, merged, tuple(changes), module_changes, tuple(sentences))
@@ -458,6 +465,34 @@ class _Differ:
         return tuple(found)
 
 
+def aligned(old: Sequence[Any], new: Sequence[Any]) -> list[tuple[int, int]]:
+    """The places ``(i, j)`` where ``old[i]`` and ``new[j]`` stand for one node: the common
+    start and end as they are, and between them what a text diff aligns (runs of other
+    items of the same length pair up: changed, not removed and added).
+
+    >>> aligned("abcxde", "abcyde"), aligned("ab", "axxb")
+    ([(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)], [(0, 0), (1, 3)])
+    """
+    start = 0
+    while start < len(old) and start < len(new) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < len(old) - start and end < len(new) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    pairs = [(i, i) for i in range(start)]
+    middle_old, middle_new = old[start:len(old) - end], new[start:len(new) - end]
+    if middle_old and middle_new:
+        if len(middle_old) * len(middle_new) <= _ALIGN_LIMIT:
+            matcher = difflib.SequenceMatcher(None, middle_old, middle_new, autojunk=False)
+            for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+                if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+                    pairs.extend((start + i, start + j) for i, j in zip(range(i1, i2), range(j1, j2)))
+        elif len(middle_old) == len(middle_new):  # too long to align in time: place by place
+            pairs.extend((start + k, start + k) for k in range(len(middle_old)))
+    pairs.extend((len(old) - end + k, len(new) - end + k) for k in range(end))
+    return pairs
+
+
 def _child_name(path: str, parent: str) -> str:
     return path[len(parent) + 1:] if parent else path
 
@@ -472,6 +507,8 @@ def _order_key(node: Node) -> tuple[str, str]:
 
 def _changes(old: Node, new: Node) -> tuple[tuple[str, str, str], ...]:
     """What differs between two matched nodes, as (what, was, now)."""
+    if old[1:] == new[1:]:  # most nodes: the same content, whatever their ids
+        return ()
     found = []
     if old.kind != new.kind:
         found.append(("gradient" if _tensor_name(old) else "kind", _grad_state(old), _grad_state(new)))
@@ -541,7 +578,7 @@ class _Sentences:
         self.modules = {m.path: m for m in modules}
         self.order = {m.path: i for i, m in enumerate(modules)}
         self.tree = ModuleTree(merged.modules)
-        self.nodes = {node.id: node for node in merged.nodes}
+        self.nodes = self.changed_nodes(differ, changes)
         self.subtree: Counter = Counter()  # merged module path -> nodes of either side inside it
         self.new_side: Counter = Counter()  # ... of the new graph
         for change in changes:
@@ -554,6 +591,16 @@ class _Sentences:
         self.minor: list[tuple[str, str]] = []  # inputs without gradient added or removed, by module
         # (weight, module order, subject, text) of each sentence
         self.found: list[tuple[int, int, str, str]] = []
+
+    @staticmethod
+    def changed_nodes(differ: _Differ, changes: Sequence[NodeChange]) -> dict[str, Node]:
+        """The node of each change that is not ``unchanged``, by its id in the merged graph, in its module there."""
+        new_nodes = {node.id: node for node in differ.b.nodes}
+        old_nodes = {node.id: node for node in differ.a.nodes}
+        return {
+            change.id: (new_nodes[change.new] if change.new else old_nodes[change.old])._replace(id=change.id, module=change.module)
+            for change in changes if change.state != UNCHANGED
+        }
 
     def part(self, path: str, weight: int, text: str) -> None:
         self.parts.setdefault(path, []).append(text)
