@@ -116,3 +116,16 @@ def test_one_model_run_two_ways(workdir):
     assert invoke("shaped.py", "--eval", "--b-eval").stdout == "no change\n"
     lone = invoke("shaped.py")
     assert lone.exit_code == 2 and "second model B" in lone.output
+
+
+def test_a_hostile_module_name_reaches_the_terminal_escaped(workdir):
+    hostile = (
+        "import torch\nfrom torch import nn\n\ntorch.manual_seed(0)\nmodel = nn.Sequential()\n"
+        "model.add_module('evil\\x1b[2J', nn.Linear(4, 2))\nexample_inputs = (torch.ones(3, 4),)\n"
+    )
+    plain = hostile.replace("evil\\x1b[2J", "plain")
+    (workdir / "hostile.py").write_text(hostile)
+    (workdir / "plain.py").write_text(plain)
+    result = invoke("plain.py", "hostile.py")
+    assert result.exit_code == 1
+    assert "\x1b" not in result.stdout and "evil\\x1b[2J: renamed from plain" in result.stdout
