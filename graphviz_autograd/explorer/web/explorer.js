@@ -1084,10 +1084,12 @@
   }
 
   // A diff's page lists its changes where search hits go, to step through: a module added
-  // or removed whole is one entry, any other change a node; it opens at the first.
+  // or removed whole is one entry, a module with several nodes changed another, a node
+  // changed alone in its module a third; it opens at the first.
   function listChanges(openFirst) {
     var metric = metrics[diffOverlay.name];
     var hits = [];
+    var changedIn = new Map();  // level -> the nodes changed directly in it
     metric.perNode.forEach(function (value, k) {
       var state = diffState(value);
       if (state === 'unchanged') return;
@@ -1095,9 +1097,21 @@
       ancestors(nodes[k].level).forEach(function (l) {
         if (l !== ROOT && diffState(metric.perLevel[l]) === state && (state === 'added' || state === 'removed')) whole = l;
       });
-      hits.push(whole === null ? { node: k } : { level: whole });
+      if (whole !== null) { hits.push({ level: whole }); return; }
+      if (!changedIn.has(nodes[k].level)) {
+        changedIn.set(nodes[k].level, []);
+        hits.push({ levelOf: nodes[k].level });
+      }
+      changedIn.get(nodes[k].level).push(k);
     });
-    hits = uniqueHits(hits);
+    var listed = [];
+    hits.forEach(function (hit) {
+      if (hit.levelOf === undefined) { listed.push(hit); return; }
+      var inside = changedIn.get(hit.levelOf);
+      if (inside.length > 1 && hit.levelOf !== ROOT) listed.push({ level: hit.levelOf });
+      else inside.forEach(function (k) { listed.push({ node: k }); });
+    });
+    hits = uniqueHits(listed);
     if (!hits.length) return;
     listHits('', hits, '');
     hitsSection.removeAttribute('data-query');  // not a search: moving on leaves it as it is
