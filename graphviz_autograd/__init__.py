@@ -34,6 +34,7 @@ _HOMES = {
     "StepProfile": "checks.profiling",
     "check": "checks.diagnosis",
     "collapse": "views.collapsing",
+    "diff": "views.diffing",
     "explore": "explorer.pages",
     "find_nonfinite": "checks.nonfinite_origin",
     "ForwardFailure": "capture.recording",
@@ -70,6 +71,7 @@ __all__ = [
     "StepProfile",
     "check",
     "collapse",
+    "diff",
     "explore",
     "find_nonfinite",
     "ForwardFailure",
@@ -90,6 +92,7 @@ if TYPE_CHECKING:
     from .api import make_dot as make_dot
     from .api import render as render
     from .views.collapsing import collapse as collapse
+    from .views.diffing import diff as diff
     from .checks.diagnosis import Finding as Finding
     from .checks.diagnosis import Findings as Findings
     from .checks.diagnosis import check as check

@@ -660,7 +660,8 @@ def test_version():
 def test_help_of_every_command_has_an_example(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0
-    examples = {"check": "check samples/mnist_cnn.py", "profile": "profile samples/mnist_cnn.py"}
+    examples = {"check": "check samples/mnist_cnn.py", "profile": "profile samples/mnist_cnn.py",
+                "diff": "diff samples/lenet.py samples/mnist_cnn.py"}
     example = examples.get(command[0] if command else "", "render samples/mnist_cnn.py -o mnist.pdf")
     assert f"\n    graphviz-autograd {example}\n" in result.stdout
 

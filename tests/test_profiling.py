@@ -500,3 +500,21 @@ def test_a_profile_colours_the_explorer_page_in_chromium(tmp_path):
             assert page.errors == []
         finally:
             browser.close()
+
+
+def test_a_step_over_the_step_before_as_a_ratio_per_node_and_sentences_per_module():
+    import dataclasses
+
+    before = hand_made_profile()
+    slower = tuple(op._replace(backward_time=op.backward_time * 2) if op.module.startswith("h.") else op for op in before.ops)
+    after = dataclasses.replace(before, ops=slower)
+    ratio = after.ratio_overlay(before)
+    assert ratio.name == "backward_time_ratio" and ratio.rollup == "max"
+    assert {node: value for node, value in ratio.values.items() if value != 1.0} == {"n1": 2.0, "n2": 2.0, "n3": 2.0, "n7": 2.0}
+    assert ratio.tooltips["n1"].startswith("backward time 2.00x (")
+    assert after.changes_since(before) == [
+        "h backward time 2.00x slower (122.00 s, was 61.00 s)",
+        "h.* backward time 2.00x slower (122.00 s, was 61.00 s)",
+    ]
+    assert before.changes_since(before) == [] and set(before.ratio_overlay(before).values.values()) == {1.0}
+    assert after.changes_since(before, least=2.5) == []

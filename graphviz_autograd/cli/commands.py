@@ -1039,5 +1039,162 @@ def _size_text(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
 
+# --- diff -------------------------------------------------------------------------
+
+DIFF_FORMATS = ("svg", "pdf", "png", "dot", HTML, JSON)
+DIFF_USAGE_STATUS = 2  # as diff(1): 0 equal, 1 different, 2 trouble
+
+
+@main.command(name="diff", context_settings=CONTEXT_SETTINGS,
+              short_help="Say and draw what changed between the graphs of two models; exit 1 when they differ.")
+@click.argument("old", metavar="A")
+@click.argument("new", metavar="[B]", required=False)
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Also draw the diff to FILE; its suffix (.svg .pdf .png .dot .gv .html .json) picks the format: "
+    "one picture of both graphs, added green, removed dashed red, changed orange (old -> new in the "
+    "tooltip), unchanged modules closed.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Write the diff as JSON on stdout instead of sentences.")
+@_model_run_options
+@click.option(
+    "--b-input-shape",
+    "b_input_shapes",
+    multiple=True,
+    metavar="N,N,...",
+    callback=lambda ctx, param, value: _parse_input_shapes(value),
+    help="Run B on a random float input of this shape (default: as A); with B left out, A is compared with itself so run.",
+)
+@click.option("--b-train/--b-eval", "b_training", default=None,
+              help="Run B in train or eval mode (default: as A); with B left out, A is compared with itself so run.")
+@_seconds_option("--timeout", DEFAULT_TIMEOUT, "Give up on Graphviz's layout after this long.")
+@_progress_options
+@_in_own_process
+def diff_command(
+    old: str,
+    new: Optional[str],
+    output: Optional[str],
+    as_json: bool,
+    input_shapes: Optional[tuple[Shape, ...]],
+    training: Optional[bool],
+    b_input_shapes: Optional[tuple[Shape, ...]],
+    b_training: Optional[bool],
+    timeout: float,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Compare the backward graphs of models A and B: what was added, removed or changed,
+    module by module (op kinds, shapes, dtypes, frozen parameters, cut gradients).
+
+    \b
+    Prints one sentence a change, most significant first ('no change' when equal),
+    and exits with 0 when the graphs are equal, 1 when they differ and 2 on an error.
+    A and B take the forms of 'graphviz-autograd render' and run the same way
+    (the same --input-shape and --train/--eval), unless --b-input-shape or
+    --b-train/--b-eval say otherwise for B; without B, A is compared with itself
+    run as those say.
+
+    \b
+    Examples:
+      graphviz-autograd diff old_model.py new_model.py
+      graphviz-autograd diff models.py:small models.py:large -o change.svg
+      graphviz-autograd diff a.py b.py --json > diff.json
+      graphviz-autograd diff samples/lenet.py samples/mnist_cnn.py
+      graphviz-autograd diff model.py --eval --b-train     # what train mode changes
+    """
+    from .model_file import parse_model_spec
+    from ..capture.recording import record
+    from ..capture.walking import walk
+    from ..views.diffing import diff
+    from ..views.shown import shown_text
+
+    progress = _Progress(quiet)
+    try:
+        with _errors_as_messages(debug):
+            if new is None and not b_input_shapes and b_training is None:
+                raise click.UsageError(
+                    "diff needs a second model B, or --b-input-shape or --b-train/--b-eval to compare A with "
+                    "itself run another way."
+                )
+            new = old if new is None else new
+            specs = [parse_model_spec(old), parse_model_spec(new)]
+            target, fmt = _diff_output(output, specs)
+            if target is not None and fmt in ("svg", "pdf", "png"):
+                _require_graphviz(specs[1], new, fmt)
+            graphs = []
+            runs = ((input_shapes, training), (b_input_shapes or input_shapes, training if b_training is None else b_training))
+            with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
+                for spec, model, (shapes, mode) in zip(specs, (old, new), runs):
+                    loaded = _load(spec, model, shapes, mode, progress)
+                    progress(f"running and recording the forward pass of {model}...")
+                    recorder = record(loaded.model)
+                    outputs = loaded.run(recorder)
+                    with _model_named_in_errors(loaded):
+                        graphs.append(walk(outputs, loaded.tensor_names(), recorder=recorder))
+            found = diff(graphs[0], graphs[1])
+            if target is not None:
+                _write_diff(found, target, fmt, timeout, progress)
+    except click.ClickException as error:
+        if error.exit_code == DIFF_USAGE_STATUS:
+            raise
+        raise _DiffTrouble(error.message) from None
+    if as_json:
+        click.echo(found.to_json(), nl=False)
+    else:
+        click.echo("".join(shown_text(line) + "\n" for line in found.text().splitlines()), nl=False)
+    if not found.equal:
+        sys.exit(1)
+
+
+class _DiffTrouble(click.ClickException):
+    """An error of ``diff``: status 2, as 1 says that the graphs differ."""
+
+    exit_code = DIFF_USAGE_STATUS
+
+
+def _diff_output(output: Optional[str], specs: list[ModelSpec]) -> tuple[Optional[Path], str]:
+    """The file ``-o`` names and its format (None: no file); usage errors for what cannot be written."""
+    if output is None:
+        return None, ""
+    suffix = Path(output).suffix.lower()
+    fmt = OUTPUT_SUFFIXES.get(suffix)
+    if output == STDOUT or fmt not in DIFF_FORMATS:
+        raise click.BadParameter(
+            f"cannot tell what to write to {output!r}; end the file name in one of .svg .pdf .png .dot .gv .html .json.",
+            param_hint="'-o' / '--output'",
+        )
+    target = check_writable(output)
+    for spec in specs:
+        if spec.path is not None and target.resolve() == Path(spec.path).resolve():
+            raise click.BadParameter(
+                f"{output!r} is the model file {spec.path}; give the picture another name.", param_hint="'-o' / '--output'"
+            )
+    return target, fmt
+
+
+def _write_diff(found: Any, target: Path, fmt: str, timeout: float, progress: "_Progress") -> None:
+    """Draw a diff to ``target``: the picture of its prepared view, its explorer page or its JSON."""
+    from ..drawing.dot_writer import digraph
+    from ..drawing.layout import lay_out
+    from ..explorer.pages import explore
+
+    if fmt == JSON:
+        written = write_atomic(target, found.to_json().encode("utf-8"))
+    elif fmt == HTML:
+        progress("laying out each level of the diff's explorer page...")
+        page = explore(found.merged, overlays=[found.overlay()], timeout=timeout, title="diff")
+        written = write_atomic(target, page.html().encode("utf-8"))
+    else:
+        view = found.view()
+        if view.note:  # a decision made for the user: shown even with --quiet
+            click.echo(f"note: {view.note}", err=True)
+        laid_out = lay_out(view)
+        _write(digraph(laid_out.lines), target, fmt, timeout, progress, laid_out.engine)
+        return
+    progress(f"wrote {written} ({_size_text(written.stat().st_size)})")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main(prog_name=PROG_NAME)

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Optional
 
-from ..graph.style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from ..graph.style import DIFF_STATE_STYLES, DIFF_STATE_WORDS, GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY_STYLES
+from ..views.diffing import state_of
 from ..views.overlays import KeyItem, Overlay, severity_of
 
 NodeStyles = dict[str, dict[str, str]]
@@ -30,7 +31,10 @@ def overlay_styles(overlays: Iterable[Overlay]) -> tuple[NodeStyles, list[KeyIte
     styles: NodeStyles = {}
     key: list[KeyItem] = []
     for overlay in overlays:
-        node_styles, items = _severity_styles(overlay) if overlay.scale == "severity" else _log_styles(overlay)
+        if overlay.scale == "diff":
+            node_styles, items = _state_styles(overlay)
+        else:
+            node_styles, items = _severity_styles(overlay) if overlay.scale == "severity" else _log_styles(overlay)
         for node_id, attrs in node_styles.items():
             merged = styles.setdefault(node_id, {})
             tooltip = merged.get("tooltip")
@@ -53,6 +57,21 @@ def _severity_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
         if tooltip:
             styles[node_id]["tooltip"] = tooltip
     return styles, []  # the counts per finding code come with the overlay's own key
+
+
+def _state_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
+    """A diff's states: added, removed (dashed) and changed nodes and boxes in their colours,
+    what changed in the tooltip; unchanged ones as they are."""
+    styles: NodeStyles = {}
+    used: set[str] = set()
+    for node_id, value in overlay.values.items():
+        state = state_of(value)
+        if state not in DIFF_STATE_STYLES:
+            continue
+        used.add(state)
+        styles[node_id] = dict(DIFF_STATE_STYLES[state], tooltip=overlay.tooltips.get(node_id) or state)
+    key: list[KeyItem] = [([DIFF_STATE_WORDS[state]], dict(DIFF_STATE_STYLES[state])) for state in DIFF_STATE_STYLES if state in used]
+    return styles, key
 
 
 def _log_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:

@@ -59,7 +59,7 @@ from ..views.page_fit import choose_layout, node_size
 from ..views.prepared import View, prepare
 from ..views.shown import shown_text
 from ..options import DrawOptions
-from ..views.overlays import Overlay, failure_overlay, overlay_names, saved_bytes_by_op, saved_bytes_overlay
+from ..views.overlays import Overlay, failure_overlay, overlay_names, roll_up, saved_bytes_by_op, saved_bytes_overlay
 from ..views.stacking import stacking_edges
 from ..graph.style import EDGE_STYLES
 from ..drawing.rendering import DEFAULT_TIMEOUT, PathLike, check_timeout, run_dot, write_atomic
@@ -464,7 +464,17 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
     for node in nodes:
         for path in modules.chain(node.module):
             members.setdefault(path, []).append(node)
-    runs_of = functools.partial(box_runs, modules, members=members, targets=node_targets(graph.edges))
+    # A diff's boxes fold only with boxes in the same state: an added block is not one of a run of unchanged ones.
+    states: dict[str, float] = {}
+    for overlay in overlays:
+        if overlay.scale == "diff":
+            for node in nodes:
+                value = overlay.values.get(node.id)
+                if value is not None:
+                    for path in modules.chain(node.module):
+                        states[path] = roll_up(overlay.rollup, states[path], value) if path in states else value
+    runs_of = functools.partial(box_runs, modules, members=members, targets=node_targets(graph.edges),
+                                apart=states.get if states else None)
 
     # Deepest levels first: a box's signature needs its level's template.
     templates: list[dict] = []
@@ -533,12 +543,19 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "meanings": meanings,
         "findings": finding_rows,
         "overlays": [
-            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps)}
-            for o in overlays if o.scale == "log"
+            {"name": o.name, "title": shown_text(o.title), "unit": o.unit, "rollup": o.rollup, "stepped": bool(o.steps),
+             "scale": o.scale, **({"notes": _overlay_notes(o, index_of)} if o.scale == "diff" else {})}
+            for o in overlays if o.scale in ("log", "diff")
         ],
         "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
     }
+
+
+def _overlay_notes(overlay: Overlay, index_of: dict[str, int]) -> dict[str, str]:
+    """A diff's words for each node, by node index: what changed, old -> new."""
+    return {str(index_of[node_id]): shown_text(text, one_line=False)
+            for node_id, text in overlay.tooltips.items() if node_id in index_of}
 
 
 def item_record(item: Sequence[Any]) -> dict[str, Any]:

@@ -114,6 +114,16 @@ SEVERITY_STYLES: dict[str, dict[str, str]] = {
     WARNING: {"color": "orange", "penwidth": "3"},
 }
 
+# A diff's states (views.diffing): added green, removed dashed red, changed orange;
+# unchanged nodes keep their own colours. Each adds its state to the tooltip.
+DIFF_STATE_STYLES: dict[str, dict[str, str]] = {
+    "added": {"color": "forestgreen", "fillcolor": "#d9f2d9", "penwidth": "2.5"},
+    "removed": {"color": "firebrick", "fillcolor": "#fbe3e3", "fontcolor": "gray35", "penwidth": "2", "style": "filled,dashed"},
+    "changed": {"color": "darkorange", "fillcolor": "#ffe9c7", "penwidth": "2.5"},
+}
+DIFF_STATE_WORDS = {"added": "added (in the new graph only)", "removed": "removed (in the old graph only)",
+                    "changed": "changed (tooltip: old -> new)"}
+
 # Gradient norm, low to high on a log scale (diagnose.gradient_styles): ColorBrewer
 # blues, white text where the fill is dark.
 GRADIENT_NORM_SCALE: tuple[dict[str, str], ...] = tuple(

@@ -72,7 +72,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Optional, Uni
 import pytest
 
 if TYPE_CHECKING:
+    from ..graph.autograd_graph import AutogradGraph
     from ..graph.style import Theme
+    from ..views.diffing import GraphDiff
 
 GoldenKind = Literal["structure", "drawing"]
 GOLDEN_KINDS: tuple[GoldenKind, ...] = ("structure", "drawing")
@@ -81,6 +83,7 @@ DEFAULT_DIR = "tests/golden"
 UPDATE_FLAG = "--update-golden"
 REMOVE_FLAG = "--remove-unused-golden"
 MAX_DIFF_LINES = 200
+MAX_DIFF_SENTENCES = 10  # of the diff's sentences, the ones that lead a mismatch's message
 
 # A check's outcome travels to the controller (under xdist) as a user property,
 # and so does the golden folder of each test that uses the fixture.
@@ -290,6 +293,8 @@ class GoldenChecker:
                 self.written.append(golden)
                 self.record("updated" if existed else "created", golden)
             obtained.unlink(missing_ok=True)
+            for stale in _diff_pictures(obtained):
+                stale.unlink(missing_ok=True)
             return
         if not golden.is_file():
             self.record("missing", golden)
@@ -307,8 +312,11 @@ class GoldenChecker:
                 "then review it and commit it.",
                 pytrace=False,
             )
+        picture_beside = _diff_pictures(obtained)
         if expected == text:
             obtained.unlink(missing_ok=True)
+            for stale in picture_beside:
+                stale.unlink(missing_ok=True)
             return
         try:
             write_atomic(obtained, text.encode("utf-8"))
@@ -316,7 +324,15 @@ class GoldenChecker:
         except (OSError, RenderError) as error:
             not_written = _reason(error)
         self.record("differs", golden)
-        pytest.fail(self.mismatch_report(name, golden, obtained, expected, text, summary, not_written), pytrace=False)
+        found = graph_diff(expected, text, suffix == SUFFIXES["drawing"])
+        lead = ""
+        if found is not None:
+            lead = "What changed:\n" + "".join(f"  {line}\n" for line in found.text(MAX_DIFF_SENTENCES).splitlines())
+            written = _write_diff_picture(found, picture_beside)
+            if written is not None:
+                lead += f"The diff is drawn in {self.shown(written)}.\n"
+        report = self.mismatch_report(name, golden, obtained, expected, text, summary, not_written)
+        pytest.fail(lead + report, pytrace=False)
 
     def read_golden(self, golden: Path) -> Optional[str]:
         """The golden file's text (None when it is not UTF-8); a failed test when it cannot be read."""
@@ -403,6 +419,107 @@ class GoldenChecker:
             + f"{self.from_rootdir()}:\n    {self.update_command()}\n\n"
             + "".join(shown)
         )
+
+
+def _diff_pictures(obtained: Path) -> tuple[Path, Path]:
+    """Where the picture of a mismatch goes: SVG beside the obtained file, or its DOT
+    (``.gv``, no golden file's suffix) where Graphviz is missing."""
+    stem = obtained.name[: -len("".join(obtained.suffixes[-2:]))] if obtained.name.endswith(".graph.txt") else obtained.stem
+    return obtained.with_name(f"{stem}.diff.svg"), obtained.with_name(f"{stem}.diff.gv")
+
+
+def graph_diff(expected: str, obtained: str, drawing: bool = False) -> Optional[GraphDiff]:
+    """What changed from the golden text to the obtained one, both read back as graphs
+    (structure text, or DOT this package drew when ``drawing``); None when either cannot be read."""
+    from ..views.diffing import diff
+    from .structure import structure_graph
+
+    try:
+        if drawing:
+            return diff(dot_graph(expected), dot_graph(obtained))
+        return diff(structure_graph(expected), structure_graph(obtained))
+    except (ValueError, KeyError, IndexError):  # a golden file edited by hand: the text diff below still says it
+        return None
+
+
+def _write_diff_picture(found: GraphDiff, places: tuple[Path, Path]) -> Optional[Path]:
+    """Draw ``found`` as SVG in ``places[0]``, or as DOT in ``places[1]`` without Graphviz;
+    the path written (None when neither could be)."""
+    from ..drawing.dot_writer import dot_source
+    from ..drawing.rendering import run_dot, write_atomic
+    from ..errors import GraphvizNotFoundError, RenderError
+
+    svg, dot = places
+    source = dot_source(found.view(layout="dot"))
+    try:
+        try:
+            data, target, other = run_dot(source, "svg", timeout=60), svg, dot
+        except GraphvizNotFoundError:
+            data, target, other = source.encode("utf-8"), dot, svg
+        written = write_atomic(target, data)
+        other.unlink(missing_ok=True)
+        return written
+    except (OSError, RenderError):
+        return None
+
+
+def dot_graph(source: str) -> AutogradGraph:
+    r"""A DOT text this package drew, read back as a graph: each node's kind (from its
+    style), name (its label's first line; a parameter's shape from the second), the module
+    box around it, and the edges between nodes.
+
+    >>> g = dot_graph('digraph {\n\tsubgraph cluster_m1 {\n\t\tgraph [label="fc (Linear)"]\n'
+    ...               '\t\tn0 [fillcolor=lightgrey label=MulBackward0]\n\t}\n\tn1 [fillcolor=lightgrey label=ExpBackward0]\n'
+    ...               '\tn0 -> n1\n}\n')
+    >>> [(n.kind, n.label, n.module) for n in g.nodes], [m.path for m in g.modules], len(g.edges)
+    ([('op', 'MulBackward0', 'fc'), ('op', 'ExpBackward0', '')], ['', 'fc'], 1)
+    """
+    from ..drawing.dot_writer import attr_value, read_label
+    from ..graph.autograd_graph import ACCUMULATE_GRAD, DATA, NODE_KINDS, OP, PARAMETER, AutogradGraph, Edge, ModuleInfo, Node
+    from ..graph.style import resolve_theme
+
+    styles = resolve_theme(None)
+    written = [(kind, {attr_value(k): attr_value(v) for k, v in styles[kind].items()}) for kind in NODE_KINDS]
+    nodes: list[Node] = []
+    edges: list[Edge] = []
+    modules = [ModuleInfo("", "model")]
+    boxes: list[str] = []  # the module paths of the clusters open at a line
+    index: dict[str, str] = {}
+    for line in source.splitlines():
+        body = line.strip()
+        cluster = _CLUSTER_TITLE.search(body)
+        if body.startswith("subgraph cluster"):
+            boxes.append("")
+        elif cluster is not None and boxes and not boxes[-1]:
+            path, _, type_name = read_label(cluster.group(1))[0].rpartition(" (")
+            boxes[-1] = path
+            modules.append(ModuleInfo(path, type_name.rstrip(")")))
+        elif body == "}" and boxes:
+            boxes.pop()
+        elif _DOT_EDGE.match(body):
+            source_id, target_id = _DOT_EDGE.match(body).groups()  # type: ignore[union-attr]
+            if source_id in index and target_id in index:
+                edges.append(Edge(index[source_id], index[target_id], DATA))
+        else:
+            found = _NODE_LINE.match("\t" + body)
+            if found is None:
+                continue
+            attrs = dict(_ATTRIBUTE.findall(found.group(2)))
+            lines = read_label(attrs.pop("label", '""'))
+            attrs.pop("tooltip", None)
+            kind = next((k for k, style in written if style == attrs), OP)
+            shape = None
+            if kind == PARAMETER and len(lines) > 1 and _SHAPE_TEXT.fullmatch(lines[1]):
+                shape = tuple(int(size) for size in lines[1].strip("()").split(",") if size.strip())
+            node_id = index[found.group(1)] = f"n{len(nodes)}"
+            label = "AccumulateGrad" if kind == ACCUMULATE_GRAD else (lines[0] if lines else "")
+            nodes.append(Node(node_id, kind, label, shape=shape, module=boxes[-1] if boxes else ""))
+    return AutogradGraph(tuple(nodes), tuple(edges), modules=tuple(modules))
+
+
+_CLUSTER_TITLE = re.compile(r'graph \[.*\blabel=("(?:[^"\\]|\\.)*"|[^\s\]]+)')
+_DOT_EDGE = re.compile(r"^(n[\d_]+) -> (n[\d_]+)")
+_SHAPE_TEXT = re.compile(r"\([\d, ]*\)")
 
 
 def _read_text(path: Path) -> Optional[str]:

@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from typing import Optional
 
-from ..graph.autograd_graph import MODULE, NO_GRAD, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, Node
+from ..graph.autograd_graph import CUT, DATA, MODULE, NO_GRAD, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node
 
 FORMAT_VERSION = 1
 HEADER = f"# graphviz-autograd graph structure, format {FORMAT_VERSION}"
@@ -223,3 +223,69 @@ def node_lines(text: str) -> list[StructureLine]:
             break
         lines.append(StructureLine(line))
     return lines
+
+
+def structure_graph(text: str) -> AutogradGraph:
+    """The graph a structure text holds, read back (ids ``n0, n1, ...`` in the order of its
+    lines): what a failed golden test diffs against the graph it obtained.
+
+    >>> g = structure_graph("- output y shape=(2)\\n  op ExpBackward0 module=act\\n    - no_grad detach() reason=detach\\n"
+    ...                     "modules:\\n  \\"\\" Net parameters=0\\n  act Act parameters=0\\n")
+    >>> [(n.kind, n.label, n.shape, n.module) for n in g.nodes], [(e.source, e.target, e.kind) for e in g.edges]
+    ([('output', 'y', (2,), ''), ('op', 'ExpBackward0', None, 'act'), ('no_grad', 'detach()', None, '')], [('n1', 'n0', 'data'), ('n2', 'n1', 'no_grad')])
+    >>> [m.path for m in g.modules]
+    ['', 'act']
+    """
+    nodes: list[Node] = []
+    edges: list[Edge] = []
+    anchors: dict[str, str] = {}
+    chain: list[str] = []  # the node last written at each depth
+    modules: list[ModuleInfo] = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("#") or not line.strip():
+            continue
+        if line == "modules:":
+            for written in lines[number + 1:]:
+                tokens = _TOKEN.findall(written)
+                if len(tokens) >= 3 and tokens[2].startswith("parameters="):
+                    modules.append(ModuleInfo(read_word(tokens[0]), read_word(tokens[1]), int(tokens[2].partition("=")[2] or 0)))
+            break
+        parsed = StructureLine(line)
+        leading = len(line) - len(line.lstrip(" "))
+        branch = line.lstrip(" ").startswith("- ")
+        depth = leading // 4 if branch else max(leading - 2, 0) // 4
+        mark = _TOKEN.findall(line.lstrip(" -"))[-1]
+        if parsed.repeat and mark[1:] in anchors:
+            node_id = anchors[mark[1:]]
+            kind = parsed.kind
+        else:
+            node_id = f"n{len(nodes)}"
+            kind = parsed.kind
+            fields = parsed.fields
+            nodes.append(Node(
+                node_id, kind, parsed.label, shape=_read_shape(fields.get("shape")), dtype=fields.get("dtype"),
+                device=fields.get("device"), note=fields.get("reason", fields.get("note", "")), module=fields.get("module", ""),
+                attrs=tuple((key[5:], value) for key, value in sorted(fields.items()) if key.startswith("attr.")),
+            ))
+            if mark.startswith("&"):
+                anchors[mark[1:]] = node_id
+        if branch:
+            parent = chain[depth - 1] if 0 < depth <= len(chain) else None
+        else:
+            parent = chain[depth] if depth < len(chain) else None
+        if parent is not None:
+            if kind == SAVED:
+                edges.append(Edge(parent, node_id, SAVED_BY))
+            else:
+                edges.append(Edge(node_id, parent, CUT if kind == NO_GRAD else DATA))
+        del chain[depth:]
+        chain.append(node_id)
+    return AutogradGraph(tuple(nodes), tuple(edges), modules=tuple(modules))
+
+
+def _read_shape(text: Optional[str]) -> Optional[tuple[int, ...]]:
+    if text is None:
+        return None
+    inner = text.strip("()")
+    return tuple(int(size) for size in inner.split(",")) if inner else ()

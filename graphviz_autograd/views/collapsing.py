@@ -20,7 +20,7 @@ A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.mo
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Hashable, Mapping, Optional, Sequence
+from typing import AbstractSet, Callable, Hashable, Mapping, Optional, Sequence
 
 from ..options import check_depth
 from ..errors import OptionError
@@ -76,7 +76,27 @@ def collapse_with_ids(
             "draw a graph from a recorded forward pass (graphviz_autograd.record) or leave depth out."
         )
     tree = ModuleTree(graph.modules)
-    box_of = _BoxFinder(tree, depth)
+    return _collapsed(graph, tree, _BoxFinder(tree, depth), fold_repeated)
+
+
+def collapse_to_boxes(graph: AutogradGraph, boxes: AbstractSet[str], fold_repeated: bool = True) -> tuple[AutogradGraph, dict[str, str]]:
+    """``graph`` with each module of ``boxes`` (paths of listed modules, none inside
+    another) drawn as one box, as :func:`collapse` draws the modules at a depth, and the
+    id each node has in it. A diff closes the modules where nothing changed so.
+
+    >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, ModuleInfo, OP
+    >>> g = AutogradGraph((Node("n0", OP, "MulBackward0", module="a.b"), Node("n1", OP, "ExpBackward0", module="c")), (),
+    ...                   modules=(ModuleInfo("", "M"), ModuleInfo("a", "A"), ModuleInfo("a.b", "B"), ModuleInfo("c", "C")))
+    >>> [(n.kind, n.label) for n in collapse_to_boxes(g, {"a.b"})[0].nodes]
+    [('module', 'a.b'), ('op', 'ExpBackward0')]
+    """
+    tree = ModuleTree(graph.modules)
+    return _collapsed(graph, tree, _BoxFinder(tree, 0, frozenset(boxes)), fold_repeated)
+
+
+def _collapsed(
+    graph: AutogradGraph, tree: ModuleTree, box_of: "_BoxFinder", fold_repeated: bool
+) -> tuple[AutogradGraph, dict[str, str]]:
     owner = _representatives(graph, box_of)  # node id -> box path, for nodes a box swallows
 
     members: dict[str, list[Node]] = {}
@@ -123,9 +143,10 @@ def collapse_with_ids(
 class _BoxFinder:
     """Which box (module path) a module path falls in at a depth, cached per path."""
 
-    def __init__(self, tree: ModuleTree, depth: int):
+    def __init__(self, tree: ModuleTree, depth: int, chosen: Optional[AbstractSet[str]] = None):
         self.tree = tree
         self.levels = depth + 1  # path components of a box's module
+        self.chosen = chosen  # the boxes, when chosen by path rather than by depth
         self.cache: dict[str, Optional[str]] = {}
 
     def __call__(self, path: str) -> Optional[str]:
@@ -134,7 +155,10 @@ class _BoxFinder:
         except KeyError:
             pass
         box = None
-        if path:
+        if path and self.chosen is not None:
+            parts = path.split(".")
+            box = next((p for p in (".".join(parts[:n]) for n in range(1, len(parts) + 1)) if p in self.chosen), None)
+        elif path:
             parts = path.split(".")
             for count in range(1, min(len(parts), self.levels) + 1):
                 prefix = ".".join(parts[:count])
@@ -214,7 +238,11 @@ def _fold(tree: ModuleTree, members: dict[str, list[Node]], targets: dict[str, s
 
 
 def box_runs(
-    tree: ModuleTree, children: Sequence[str], members: Mapping[str, Sequence[Node]], targets: Mapping[str, set]
+    tree: ModuleTree,
+    children: Sequence[str],
+    members: Mapping[str, Sequence[Node]],
+    targets: Mapping[str, set],
+    apart: Optional[Callable[[str], Hashable]] = None,
 ) -> list[list[str]]:
     """Sibling module boxes (``children``, in order) as the runs one box stands for: alike
     consecutive siblings, of the same class, parameter count and ops. A summary
@@ -227,12 +255,15 @@ def box_runs(
     three boxes, where a stack of layers (each feeding the next) or alike modules side
     by side (a block's query, key and value) fold. A later call of a module is alike
     with its first call when it uses the same parameters (a cell run at every step folds).
+    ``apart`` (a box's path -> a key) keeps boxes with different keys apart: the state of
+    each in a diff.
     """
 
     def signature(child: str) -> Optional[tuple]:
         if child not in members:
             return None
-        return _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), list(members[child]))
+        found = _signature(tree.info[child]._replace(parameters=_parameters_used(tree, child)), list(members[child]))
+        return found if apart is None else (found, apart(child))
 
     runs: list[list[str]] = []
     for run in alike_runs(children, signature):

@@ -2,9 +2,10 @@
 
 An :class:`Overlay` is a number per node of the walked graph (the severity of what
 ``check`` found there, a parameter's gradient norm, the bytes an op saved for
-backward, a measured time, ...), how those numbers roll up onto a module (``sum`` or
-``max``) and how they are coloured (``log``: a fill per power of ten; ``severity``: a
-border per severity). Both renderers read the same overlays: the DOT writer colours
+backward, a measured time, a diff's state, ...), how those numbers roll up onto a module
+(``sum``, ``max``, or ``union``: their bits or-ed) and how they are coloured (``log``: a
+fill per power of ten; ``severity``: a border per severity; ``diff``: added, removed
+and changed in colours of their own, see :mod:`graphviz_autograd.views.diffing`). Both renderers read the same overlays: the DOT writer colours
 nodes and module boxes (:mod:`graphviz_autograd.drawing.overlay_styles`), the
 explorer lists them in its colour menu and rolls them up per level. A new overlay is
 one function that returns an ``Overlay``; neither renderer changes.
@@ -27,8 +28,10 @@ from ..graph.autograd_graph import FAILED, OP, SAVED, SAVED_BY, SAVED_TENSOR_OF,
 from ..graph.descriptions import format_bytes, format_seconds
 from ..graph.style import ERROR, SEVERITIES
 
-ROLLUPS = ("sum", "max")
-SCALES = ("log", "severity")
+# "union": the bits of the values meeting on a module, or-ed (a diff's states, see views.diffing).
+ROLLUPS = ("sum", "max", "union")
+# "diff": each value is the bits of a diff's states (views.diffing.state_of reads them).
+SCALES = ("log", "severity", "diff")
 # What a unit's numbers read as in keys and menus: bytes and seconds, or plain numbers.
 UNITS = ("", "B", "s")
 
@@ -123,9 +126,16 @@ def severity_of(value: float) -> str:
 
 
 def roll_up(rollup: str, total: float, value: float) -> float:
-    """``total`` and ``value`` rolled up: their sum, or the larger (NaN is the larger of any two)."""
+    """``total`` and ``value`` rolled up: their sum, the larger (NaN is the larger of any two),
+    or their bits or-ed (``union``).
+
+    >>> roll_up("sum", 2, 4), roll_up("max", 2, 4), roll_up("union", 2, 4)
+    (6, 4, 6.0)
+    """
     if rollup == "sum":
         return total + value
+    if rollup == "union":
+        return float(int(total) | int(value))
     if math.isnan(total) or math.isnan(value):
         return math.nan
     return max(total, value)

@@ -105,10 +105,13 @@
   buildMetrics();
   (data.overlays || []).forEach(function (overlay) {
     var option = element('option', { value: overlay.name },
-      overlay.title + (overlay.rollup === 'max' ? ' (max)' : ' (sum)'));
+      overlay.title + (overlay.rollup === 'max' ? ' (max)' : overlay.rollup === 'sum' ? ' (sum)' : ''));
     if (!(metrics[overlay.name] && metrics[overlay.name].count)) option.disabled = true;
     metricSelect.appendChild(option);
   });
+  // A diff's page opens coloured by its states.
+  var diffOverlay = (data.overlays || []).filter(function (o) { return o.scale === 'diff'; })[0];
+  if (diffOverlay) metricSelect.value = diffOverlay.name;
   var stepInput = null;
   var stepText = null;
   if (STEPS.length) {
@@ -167,6 +170,7 @@
   function metricText(name, value) {
     if (value === null || value === undefined) return '';
     if (isNaN(value)) return 'NaN/Inf';
+    if (OVERLAYS[name] && OVERLAYS[name].scale === 'diff') return diffState(value);
     var unit = OVERLAYS[name] ? OVERLAYS[name].unit : '';
     return unit === 'B' ? bytesText(value) : unit === 's' ? secondsText(value) : value.toPrecision(3);
   }
@@ -282,6 +286,7 @@
   // the largest (NaN the largest of all).
   function rollUp(name, total, value) {
     if (value === null) return total;
+    if (OVERLAYS[name] && OVERLAYS[name].rollup === 'union') return (total || 0) | value;
     if (OVERLAYS[name] && OVERLAYS[name].rollup === 'max') return total === null || value > total || isNaN(value) ? value : total;
     return (total || 0) + value;
   }
@@ -394,7 +399,10 @@
       var rect = svgElement('rect', {
         x: x - w / 2, y: y - h / 2, width: w, height: h, rx: item.kind === 'box' ? 6 : 2,
       });
-      if (metricName) {
+      if (metricName && OVERLAYS[metricName].scale === 'diff') {
+        var state = diffState(itemMetric(i, metricName));
+        if (state !== 'unchanged') group.classList.add('diff-' + state);
+      } else if (metricName) {
         var value = itemMetric(i, metricName);
         if (value !== null) {
           // One value alone on a level (high === low) takes the middle of the scale, not its palest end.
@@ -500,9 +508,24 @@
       ? name + (levels[node.level].path ? ' in ' + levels[node.level].path : '') : name;
   }
 
+  // A diff's value is one bit per state (views/diffing.py: STATE_BITS); a box or ×N item
+  // holding several is changed.
+  var DIFF_BITS = { 1: 'unchanged', 2: 'added', 4: 'removed' };
+  function diffState(value) {
+    if (value === null || value === undefined || isNaN(value)) return 'unchanged';
+    return DIFF_BITS[value] || 'changed';
+  }
+
   function drawLegend(metricName, values, low, high) {
     legend.textContent = '';
     if (!metricName) return;
+    if (OVERLAYS[metricName].scale === 'diff') {
+      legend.appendChild(element('h3', {}, 'Colour: what changed'));
+      ['added', 'removed', 'changed'].forEach(function (state) {
+        legend.appendChild(element('div', { class: 'diff-key diff-' + state }, state));
+      });
+      return;
+    }
     legend.appendChild(element('h3', {}, 'Colour: ' + OVERLAYS[metricName].title +
       (OVERLAYS[metricName].rollup === 'max' ? ' (largest inside a module)' : ' (summed over a module)')));
     if (!values.length) { legend.appendChild(element('div', {}, 'nothing on this level has a value')); return; }
@@ -773,7 +796,10 @@
       ['note', node.kind === 'saved' ? node.note : ''],
     ];
     Object.keys(metrics).forEach(function (name) {
-      if (metrics[name].perNode.has(k)) rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name, metricText(name, metrics[name].perNode.get(k))]);
+      if (!metrics[name].perNode.has(k)) return;
+      var notes = OVERLAYS[name] && OVERLAYS[name].notes;  // a diff's: what changed, old -> new
+      rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name,
+        notes && notes[String(k)] ? notes[String(k)] : metricText(name, metrics[name].perNode.get(k))]);
     });
     (node.attrs || []).forEach(function (pair) { rows.push(['saved ' + pair[0], pair[1]]); });
     details.appendChild(facts(rows));
@@ -1057,6 +1083,42 @@
     if (hits.length > MAX_HITS) hitsList.appendChild(element('li', {}, '\u2026 ' + (hits.length - MAX_HITS) + ' more: narrow the search'));
   }
 
+  // A diff's page lists its changes where search hits go, to step through: a module added
+  // or removed whole is one entry, a module with several nodes changed another, a node
+  // changed alone in its module a third; it opens at the first.
+  function listChanges(openFirst) {
+    var metric = metrics[diffOverlay.name];
+    var hits = [];
+    var changedIn = new Map();  // level -> the nodes changed directly in it
+    metric.perNode.forEach(function (value, k) {
+      var state = diffState(value);
+      if (state === 'unchanged') return;
+      var whole = null;
+      ancestors(nodes[k].level).forEach(function (l) {
+        if (l !== ROOT && diffState(metric.perLevel[l]) === state && (state === 'added' || state === 'removed')) whole = l;
+      });
+      if (whole !== null) { hits.push({ level: whole }); return; }
+      if (!changedIn.has(nodes[k].level)) {
+        changedIn.set(nodes[k].level, []);
+        hits.push({ levelOf: nodes[k].level });
+      }
+      changedIn.get(nodes[k].level).push(k);
+    });
+    var listed = [];
+    hits.forEach(function (hit) {
+      if (hit.levelOf === undefined) { listed.push(hit); return; }
+      var inside = changedIn.get(hit.levelOf);
+      if (inside.length > 1 && hit.levelOf !== ROOT) listed.push({ level: hit.levelOf });
+      else inside.forEach(function (k) { listed.push({ node: k }); });
+    });
+    hits = uniqueHits(listed);
+    if (!hits.length) return;
+    listHits('', hits, '');
+    hitsSection.removeAttribute('data-query');  // not a search: moving on leaves it as it is
+    hitsTitle.textContent = plural(hits.length, 'change') + ' (added, removed, changed)';
+    if (openFirst) hitsList.querySelector('button').click();
+  }
+
   // Moving elsewhere than to a hit leaves the hits of the last search listed, marked as
   // an earlier search's: greyed, and said so in the title.
   var revealing = false;
@@ -1216,6 +1278,7 @@
     if (wanted !== undefined) start = wanted;
   }
   open(start, { expanded: startExpanded });
+  if (diffOverlay) listChanges(location.hash.length <= 1);
   document.body.setAttribute('data-ready', 'true');
   // For tests and benchmarks: the page's own entry points.
   window.explorer = {
