@@ -125,7 +125,10 @@ def _in_own_process(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> None:
-        run_command(functools.partial(command, *args, **kwargs), inputs=_input_paths(kwargs["model"]))
+        # The model files the command reads: MODEL, or diff's A and B.
+        models = [kwargs[key] for key in ("model", "old", "new") if isinstance(kwargs.get(key), str)]
+        inputs = tuple(path for model in models for path in _input_paths(model))
+        run_command(functools.partial(command, *args, **kwargs), inputs=inputs)
 
     return run
 
