@@ -15,7 +15,6 @@ subject (a parameter name, a module path, the reason of a cut).
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -29,6 +28,20 @@ from ..capture.naming import Params, named_tensors, parameter_names
 from ..capture.walking import walk
 from ..graph.descriptions import format_bytes, shape_text
 from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
+from .rules import (
+    DEAD_UNITS,
+    DEFAULT_DECADES,
+    GRAD_NONFINITE,
+    GRAD_NORM_OUTLIER,
+    GRAD_NORM_SPAN,
+    GRAD_NORM_TREND,
+    GRAD_ZERO,
+    NONFINITE_SEEN,
+    SATURATED,
+    UPDATE_RATIO,
+    StepEvidence,
+    judge,
+)
 
 
 # Finding codes.
@@ -36,18 +49,8 @@ UNREGISTERED_LEAF = "unregistered_leaf"
 UNUSED_PARAMETER = "unused_parameter"
 FROZEN_PARAMETER = "frozen_parameter"
 GRADIENT_CUT = "gradient_cut"
-GRAD_NONFINITE = "grad_nonfinite"
 GRAD_MISSING = "grad_missing"
-GRAD_ZERO = "grad_zero"
-GRAD_NORM_OUTLIER = "grad_norm_outlier"
 SAVED_MEMORY = "saved_memory"
-# Findings over time, from watch(): the step and the module are in the message.
-NONFINITE_SEEN = "nonfinite_seen"
-DEAD_UNITS = "dead_units"
-SATURATED = "saturated"
-GRAD_NORM_SPAN = "grad_norm_span"
-GRAD_NORM_TREND = "grad_norm_trend"
-UPDATE_RATIO = "update_ratio"
 
 CODES = (
     UNREGISTERED_LEAF,
@@ -89,10 +92,9 @@ INPUT_CUTS = {
 EXPECTED_INPUTS = {REQUIRES_GRAD_FALSE, INTEGER}
 FROZEN_CUT = "frozen"
 
-# A gradient norm this many powers of ten away from the median of its peers is flagged.
-DEFAULT_OUTLIER_DECADES = 3.0
-# Fewer parameters than this with a finite, non-zero gradient give no median to trust.
-MIN_PEERS = 3
+# A gradient norm this many powers of ten away from the median of its peers is flagged
+# (checks/rules.py holds the rules of gradients, for check() and watch() alike).
+DEFAULT_OUTLIER_DECADES = DEFAULT_DECADES
 DEFAULT_TOP_MEMORY = 5
 
 
@@ -271,10 +273,12 @@ def examine_graph(
         findings += unused
         findings += _frozen_findings(known, index)
     # A cut that leaves no parameter without a path to the outputs keeps none from
-    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning.
-    harmless = bool(known.parameters) and not unused
-    findings += _cut_findings(index, harmless)
-    findings += _escape_findings(known, harmless)
+    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning. Nor
+    # is a cut in one module while the unused parameters are in modules beside it (an
+    # unused pooler beside a straight-through estimator): what it stops is not theirs.
+    stranded = [f.subject.rpartition(".")[0] for f in unused] if known.parameters else None
+    findings += _cut_findings(index, stranded)
+    findings += _escape_findings(known, stranded)
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -545,11 +549,25 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
     return findings
 
 
-def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
+def _harmless(module: str, stranded: Optional[Sequence[str]]) -> bool:
+    """Whether a cut in ``module`` keeps no parameter from learning: ``stranded`` are the
+    modules of the parameters without a path to the outputs (None: parameters unknown). A
+    cut can strand only those in its module, within it or around it."""
+    if stranded is None:
+        return False
+    return not any(_nested(module, other) for other in stranded)
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether module path ``a`` is ``b``, inside it or around it ('' is around all)."""
+    return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) -> list[Finding]:
     """One finding per distinct cut (reason, label, module), pointing at all its nodes.
 
-    ``harmless``: every trainable parameter still reaches the outputs, so a cut
-    that would stop gradients is info rather than a warning.
+    A cut that would stop gradients is info rather than a warning when it strands no
+    parameter (see :func:`_harmless`).
     """
     groups: dict[tuple[str, str, str], list[str]] = {}
     for node in index.graph.nodes:
@@ -559,6 +577,7 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
     for (reason, text, module), nodes in groups.items():
         where = f"in {module}" if module else "at the top level"
         subject = text or reason
+        harmless = _harmless(module, stranded)
         if reason in STOPPING_CUTS:
             cut = STOPPING_CUTS[reason]
             if text.startswith("torch.tensor("):
@@ -567,9 +586,11 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
                 cut = f"{text}: {cut}"
             fix = KEEP_GRADIENT.get(reason, "remove it")
             if harmless:
+                still = ("every parameter still gets a gradient along another path" if not stranded
+                         else "the parameters without a gradient are in other modules")
                 message = (
-                    f"{cut} ({where}), but every parameter still gets a gradient along "
-                    f"another path: fine for a target, a mask or a stop-gradient; {fix} if that was not the intent."
+                    f"{cut} ({where}), but {still}: fine for a target, a mask or a stop-gradient; "
+                    f"{fix} if that was not the intent."
                 )
                 severity = INFO
             else:
@@ -588,7 +609,7 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
     return findings
 
 
-def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
+def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) -> list[Finding]:
     """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
     groups: dict[tuple[str, str, str], int] = {}
     for escape in known.escapes:
@@ -598,10 +619,12 @@ def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
         what = f"{name}{call}" if name and call.startswith(".") else f"{call[:-1]}{name})" if name else call
         where = f"in {module}" if module else "at the top level"
         times = f" ({count} times)" if count > 1 else ""
+        harmless = _harmless(module, stranded)
         if harmless:
             message = (
                 f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
-                f"every parameter still gets one along another path, so fine if intended."
+                f"{'every parameter still gets one along another path' if not stranded else 'the parameters without one are in other modules'}, "
+                "so fine if intended."
             )
         else:
             message = (
@@ -659,7 +682,9 @@ def _gradient_findings(
     outlier_decades: float,
 ) -> list[Finding]:
     findings = []
-    norms: dict[int, float] = {}
+    norms: dict[str, float] = {}
+    counts: dict[str, tuple[int, int]] = {}
+    rounding: dict[str, float] = {}
     for key, names in known.groups.items():
         if not known.tensors[key].requires_grad:
             continue
@@ -687,45 +712,61 @@ def _gradient_findings(
         if health is None:
             continue
         nonfinite, norm = health
+        norms[name] = math.nan if nonfinite else norm
         if nonfinite:
-            findings.append(Finding(
-                ERROR, GRAD_NONFINITE,
-                f"{name}: {nonfinite} of {grad.numel()} gradient values are NaN or Inf; an optimizer step "
-                f"would write them into the weights. Look for NaN inputs, log(0), division by zero or overflow.",
-                nodes, name))
-        elif norm == 0.0:
-            findings.append(Finding(
-                WARNING, GRAD_ZERO,
-                f"{name} of {known.module_of(name)} takes part in the forward but its gradient is exactly zero "
-                f"(a dead ReLU, a multiplication by zero, a mask): it will not change.",
-                nodes, name))
-        else:
-            norms[key] = norm
-    if len(norms) >= MIN_PEERS:
-        logs = {key: math.log10(norm) for key, norm in norms.items()}
-        median = statistics.median(logs.values())
-        for key, log in logs.items():
-            distance = log - median
-            if abs(distance) <= outlier_decades:
-                continue
-            name = known.groups[key][0]
-            if -distance > _rounding_decades(grads[key]):
-                findings.append(Finding(
-                    INFO, GRAD_ZERO,
-                    f"{name}: gradient norm {norms[key]:.2e} is {-distance:.1f} decades below the median of "
-                    f"{len(norms)} parameters ({10 ** median:.2e}), too far for anything but rounding: the loss does "
-                    f"not depend on it (as with the key bias of an attention, which shifts every score of a softmax "
-                    f"alike, or a bias that a batch norm after it takes away).",
-                    index.nodes_of(known.groups[key]) if index is not None else (), name))
-                continue
-            direction = "above" if distance > 0 else "below"
-            hint = "exploding: clip gradients or lower the learning rate" if distance > 0 else "vanishing"
-            findings.append(Finding(
-                WARNING, GRAD_NORM_OUTLIER,
-                f"{name}: gradient norm {norms[key]:.2e} is {abs(distance):.1f} decades {direction} the median "
-                f"of {len(norms)} parameters ({10 ** median:.2e}); {hint}.",
-                index.nodes_of(known.groups[key]) if index is not None else (), name))
+            counts[name] = (nonfinite, grad.numel())
+        rounding[name] = _rounding_decades(grad)
+    evidence = StepEvidence(
+        grad_norms=norms,
+        layers=_layers(known),
+        peers=_peer_roles(known),
+        owners={name: known.module_of(name) for name in norms},
+        rounding=rounding,
+        nonfinite={"gradient": [name for name in norms if name in counts]},
+        counts=counts,
+    )
+    keys = {names[0]: key for key, names in known.groups.items()}
+    for condition in judge(evidence, outlier_decades):
+        nodes = tuple(
+            node for name in condition.points_at if name in keys and index is not None
+            for node in index.nodes_of(known.groups[keys[name]])
+        )
+        findings.append(Finding(condition.severity, condition.code, f"{condition.text}; {condition.advice}.", nodes, condition.subject))
     return findings
+
+
+def _layers(known: _KnownTensors) -> list[tuple[str, list[str]]]:
+    """Modules holding parameters (by their first names), in the model's order of definition,
+    which is the order most forwards run them in."""
+    layers: dict[str, list[str]] = {}
+    if known.model is not None:
+        for path, module in known.model.named_modules():
+            if any(True for _ in module.parameters(recurse=False)):
+                layers[path] = []
+    for key, names in known.groups.items():
+        if known.tensors[key].requires_grad:
+            layers.setdefault(names[0].rpartition(".")[0], []).append(names[0])
+    return [(path, names) for path, names in layers.items() if names]
+
+
+def _peer_roles(known: _KnownTensors) -> dict[str, str]:
+    """Each parameter's role among alike blocks (``h.*.attn.c_attn.weight``): its name with
+    the index of each block in a list of alike blocks written ``*``; '' for a parameter in
+    no such list. The gradients of one role are compared with each other: a block behind
+    a small layer scale is not held against a stem or a head."""
+    if known.model is None:
+        return {}
+    types = {path: type(module).__name__ for path, module in known.model.named_modules()}
+    names = [names[0] for names in known.groups.values()]
+    roles = {}
+    for pattern, members in repeated_module_patterns([n.rpartition(".")[0] for n in names], types).items():
+        if "*" in pattern:
+            for path in members:
+                roles[path] = pattern
+    return {
+        name: f"{roles[name.rpartition('.')[0]]}.{name.rpartition('.')[2]}" if name.rpartition(".")[0] in roles else ""
+        for name in names
+    }
 
 
 def _rounding_decades(grad: Optional[torch.Tensor]) -> float:
