@@ -750,14 +750,22 @@ def _layers(known: _KnownTensors) -> list[tuple[str, list[str]]]:
 
 
 def _peer_roles(known: _KnownTensors) -> dict[str, str]:
-    """Each parameter's role among alike blocks (``h.*.attn.c_attn.weight``): its name with
-    the index of each block in a list of alike blocks written ``*``; '' for a parameter in
-    no such list. The gradients of one role are compared with each other: a block behind
-    a small layer scale is not held against a stem or a head."""
     if known.model is None:
         return {}
     types = {path: type(module).__name__ for path, module in known.model.named_modules()}
-    names = [names[0] for names in known.groups.values()]
+    return peer_roles([names[0] for names in known.groups.values()], types)
+
+
+def peer_roles(names: Sequence[str], types: Mapping[str, str]) -> dict[str, str]:
+    """Each parameter's role among alike blocks: its name with the index of each block in
+    a list of alike blocks written ``*``; '' for a parameter in no such list. ``types``
+    maps each module path to its class name. The gradients of one role are compared with
+    each other: a block behind a small layer scale is not held against a stem or a head.
+
+    >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "head": "Linear"}
+    >>> peer_roles(["h.0.weight", "h.1.weight", "head.weight"], types)
+    {'h.0.weight': 'h.*.weight', 'h.1.weight': 'h.*.weight', 'head.weight': ''}
+    """
     roles = {}
     for pattern, members in repeated_module_patterns([n.rpartition(".")[0] for n in names], types).items():
         if "*" in pattern:
@@ -770,17 +778,26 @@ def _peer_roles(known: _KnownTensors) -> dict[str, str]:
 
 
 def _rounding_decades(grad: Optional[torch.Tensor]) -> float:
-    """How many decades below its peers a gradient is rounding alone: two less than the
-    digits its dtype holds (4.9 for float32, 0.1 for bfloat16).
+    if grad is None:
+        return math.inf
+    return rounding_decades(grad.dtype)
+
+
+def rounding_decades(dtype: torch.dtype) -> float:
+    """How many decades below its peers a gradient of ``dtype`` is rounding alone: two less
+    than the digits its dtype holds (4.9 for float32, 0.1 for bfloat16).
 
     A gradient that is zero in exact arithmetic (the key bias of an attention, a bias a
     batch norm takes away) comes out of backward() as the rounding error of long sums of
     larger terms, some 5 to 10 decades below the others in float32: no vanishing
     gradient, which shrinks a few decades a layer.
+
+    >>> round(rounding_decades(torch.float32), 1)
+    4.9
     """
-    if grad is None or not grad.is_floating_point():
+    if not dtype.is_floating_point:
         return math.inf
-    return -math.log10(torch.finfo(grad.dtype).eps) - 2.0
+    return -math.log10(torch.finfo(dtype).eps) - 2.0
 
 
 # --- memory ------------------------------------------------------------------------
@@ -990,6 +1007,8 @@ __all__ = [
     "given_overlays",
     "gradient_overlay",
     "gradient_norms",
+    "peer_roles",
+    "rounding_decades",
     "raise_on",
     "saved_bytes_by_module",
 ]

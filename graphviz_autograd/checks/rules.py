@@ -357,40 +357,47 @@ def over_steps(judged: Sequence[tuple[int, Sequence[Condition]]]) -> list[Held]:
 
 
 def gradient_trend(series: Mapping[str, Sequence[tuple[int, float]]], decades: float = DEFAULT_DECADES) -> list[Condition]:
-    """Over steps: a parameter's gradient norm that grew by more than ``decades`` powers of ten
-    from its first logged value to its last (exploding), or shrank by more than that beyond
-    the median change of all parameters: when every gradient shrinks alike the loss has been
-    learnt, which is no finding. ``series``: each parameter's (step, norm) finite and
-    non-zero, in order. One condition per module, its parameter of largest change."""
-    changes = {
-        name: (points[0], points[-1], math.log10(points[-1][1] / points[0][1]))
-        for name, points in series.items() if len(points) >= 2
-    }
-    if not changes:
-        return []
-    usual = statistics.median(change for _, _, change in changes.values()) if len(changes) >= MIN_PEERS else 0.0
-    worst: dict[str, tuple[float, Condition]] = {}
-    for name, ((first_step, first), (last_step, last), change) in changes.items():
-        relative = change if change > 0 else change - min(usual, 0.0)
-        if abs(relative) <= decades:
+    """Over steps: a parameter's gradient norm that grew by more than ``decades`` powers of
+    ten from its first logged value to its last (exploding). One condition per module, its
+    parameter of largest growth. ``series``: each parameter's (step, norm), finite and
+    non-zero, in order.
+
+    A gradient that shrinks is no finding of its own: every gradient shrinks as the loss
+    is learnt (a net that fits its data ends with gradients 1e-4 of its first), and one
+    that stops for a cause is named by that cause (a zero gradient, dead or saturated units).
+    """
+    worst: dict[str, Condition] = {}
+    for name, points in series.items():
+        if len(points) < 2:
+            continue
+        (first_step, first), (last_step, last) = points[0], points[-1]
+        change = math.log10(last / first)
+        if change <= decades:
             continue
         module = module_of(name)
-        how = "grew" if change > 0 else "shrank"
-        beyond = "" if change > 0 or usual >= 0 else f", {abs(relative):.1f} more than the median parameter's"
-        condition = Condition(
+        if module in worst and worst[module].value >= change:
+            continue
+        worst[module] = Condition(
             GRAD_NORM_TREND, WARNING, name, module,
-            f"{module or 'model'}: the gradient norm of {name} {how} by {abs(change):.1f} powers of ten{beyond}, from "
+            f"{module or 'model'}: the gradient norm of {name} grew by {change:.1f} powers of ten, from "
             f"{first:.3g} at step {first_step} to {last:.3g} at step {last_step}",
-            "lower the learning rate or clip gradients" if change > 0
-            else "look for units that died or saturated (findings of their own)", (name,), change)
-        if abs(relative) > abs(worst.get(module, (0.0, condition))[0]):
-            worst[module] = (relative, condition)
-    return [condition for _, condition in worst.values()]
+            "lower the learning rate or clip gradients", (name,), change)
+    return list(worst.values())
 
 
 __all__ = [
     "Condition",
+    "DEAD_UNITS",
     "DEAD_ZERO_FRACTION",
+    "GRAD_NONFINITE",
+    "GRAD_NORM_OUTLIER",
+    "GRAD_NORM_SPAN",
+    "GRAD_NORM_TREND",
+    "GRAD_ZERO",
+    "MOST_STEPS",
+    "NONFINITE_SEEN",
+    "SATURATED",
+    "UPDATE_RATIO",
     "DEFAULT_DECADES",
     "Held",
     "MIN_PEERS",
