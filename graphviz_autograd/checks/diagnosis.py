@@ -30,6 +30,9 @@ from ..graph.descriptions import format_bytes, shape_text
 from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
 from .rules import (
     DEAD_UNITS,
+    FROZEN_PARAMETER,
+    GRAD_MISSING,
+    UNUSED_PARAMETER,
     DEFAULT_DECADES,
     GRAD_NONFINITE,
     GRAD_NORM_OUTLIER,
@@ -46,10 +49,7 @@ from .rules import (
 
 # Finding codes.
 UNREGISTERED_LEAF = "unregistered_leaf"
-UNUSED_PARAMETER = "unused_parameter"
-FROZEN_PARAMETER = "frozen_parameter"
 GRADIENT_CUT = "gradient_cut"
-GRAD_MISSING = "grad_missing"
 SAVED_MEMORY = "saved_memory"
 
 CODES = (
@@ -104,7 +104,8 @@ class Finding(NamedTuple):
     ``severity`` is ``"error"``, ``"warning"`` or ``"info"``; ``code`` one of
     :data:`CODES`; ``nodes`` the ids of the graph nodes it points at (empty when
     what it is about is not in the graph, such as an unused parameter);
-    ``subject`` what it is about in the model's words.
+    ``subject`` what it is about in the model's words; ``step``, for a finding over
+    training steps (from ``watch()``), the first step it held at.
 
     >>> Finding("warning", "grad_zero", "fc.weight: gradient is zero", ("n5",), "fc.weight").to_dict()["nodes"]
     ['n5']
@@ -115,15 +116,19 @@ class Finding(NamedTuple):
     message: str
     nodes: tuple[str, ...] = ()
     subject: str = ""
+    step: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "severity": self.severity,
             "code": self.code,
             "message": self.message,
             "nodes": list(self.nodes),
             "subject": self.subject,
         }
+        if self.step is not None:
+            data["step"] = self.step
+        return data
 
 
 class Findings(list):
@@ -232,7 +237,7 @@ def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
     """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
 
     >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
-    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
+    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='', step=None)]
     """
     _check_severity(fail_on)
     worst = SEVERITIES.index(fail_on)

@@ -34,6 +34,9 @@ GRAD_NORM_TREND = "grad_norm_trend"
 DEAD_UNITS = "dead_units"
 SATURATED = "saturated"
 UPDATE_RATIO = "update_ratio"
+GRAD_MISSING = "grad_missing"
+UNUSED_PARAMETER = "unused_parameter"
+FROZEN_PARAMETER = "frozen_parameter"
 
 # A gradient norm this many powers of ten away from the median of its peers is flagged;
 # the gradient of a layer this many below a layer nearer the output (or above) vanishes (explodes).
@@ -43,6 +46,12 @@ MIN_PEERS = 3
 DEAD_ZERO_FRACTION = 0.95  # outputs this much zero: the units have died
 SATURATED_FRACTION = 0.9  # tanh/sigmoid outputs this much at their bounds: saturated
 UPDATE_RATIO_RANGE = (1e-5, 1e-1)  # the usual range of ‖Δw‖/‖w‖ per step, around 1e-3
+# A weight's step per unit of its gradient (‖Δw‖/‖g‖: SGD's learning rate; Adam's is larger)
+# below this, with a ratio below the range, is a learning rate too small to learn with.
+MIN_STEP_PER_GRADIENT = 1e-4
+# A gradient this small beside its weight (‖g‖/‖w‖) moves no float32 weight at any usual
+# learning rate: a step of zero is then the gradient's doing, not the learning rate's.
+VANISHED = 1e-6
 
 # Where a non-finite value can be seen, in the order a step makes them.
 NONFINITE_PLACES = ("output", "output_gradient", "parameter", "gradient")
@@ -60,9 +69,11 @@ class StepEvidence(NamedTuple):
     decades below its peers a parameter's gradient is rounding alone. ``outputs``: each
     module call's output statistics (``activation_zero_fraction``, ``activation_abs_max``,
     ``activation_saturated_fraction``...). ``update_ratios``: ‖Δw‖/‖w‖ of each weight (two
-    or more dimensions) where the weight was not zero. ``nonfinite``: where NaN or Inf was
+    or more dimensions) where the weight was not zero, and ``param_norms`` ‖w‖. ``nonfinite``: where NaN or Inf was
     seen (one of :data:`NONFINITE_PLACES`), the keys in the order made; ``counts``: a
-    gradient's NaN/Inf elements and its size, where known.
+    gradient's NaN/Inf elements and its size, where known. ``trainable``: the parameters
+    that require grad, ``ran``: the modules whose forward ran, and ``held_frozen``: the
+    parameters an optimizer holds that require no grad (where known: over steps).
     """
 
     step: int = 0
@@ -73,8 +84,12 @@ class StepEvidence(NamedTuple):
     rounding: Mapping[str, float] = {}
     outputs: Mapping[str, Mapping[str, float]] = {}
     update_ratios: Mapping[str, float] = {}
+    param_norms: Mapping[str, float] = {}
     nonfinite: Mapping[str, Sequence[str]] = {}
     counts: Mapping[str, tuple[int, int]] = {}
+    trainable: Sequence[str] = ()
+    ran: frozenset[str] = frozenset()
+    held_frozen: Sequence[str] = ()
 
 
 class Condition(NamedTuple):
@@ -111,7 +126,7 @@ def nonfinite_values(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -
         if place == "gradient":
             for key in keys:
                 bad, size = evidence.counts.get(key, (0, 0))
-                many = f"{bad} of {size} gradient values are" if size else "its gradient holds"
+                many = f"{bad} of {size} gradient values are" if size else "its gradient (or its norm) holds"
                 found.append(Condition(
                     GRAD_NONFINITE, ERROR, key, module_of(key), f"{key}: {many} NaN or Inf",
                     "an optimizer step would write them into the weights. Look for NaN inputs, log(0), "
@@ -126,11 +141,13 @@ def nonfinite_values(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -
     return found
 
 
+# A norm (of a gradient, of a parameter) is Inf also when its values are finite but past
+# 1.8e19, whose squares float32 cannot hold: training has diverged all the same.
 _PLACE_WORDS = {
     "output": "in the output of module",
-    "output_gradient": "in the gradient of the output of module",
-    "parameter": "in parameter",
-    "gradient": "in the gradient of parameter",
+    "output_gradient": "(or a norm past float32's range) in the gradient of the output of module",
+    "parameter": "(or a norm past float32's range) in parameter",
+    "gradient": "(or a norm past float32's range) in the gradient of parameter",
 }
 
 
@@ -279,14 +296,76 @@ def update_ratio(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> li
     for name, ratio in evidence.update_ratios.items():
         if not math.isfinite(ratio) or low <= ratio <= high:
             continue
-        if ratio == 0 and not evidence.grad_norms.get(name):
-            continue  # no gradient, no step: the rules of gradients say why
+        grad = evidence.grad_norms.get(name)
+        if ratio < low:
+            if not grad or not math.isfinite(grad):
+                continue  # no gradient, no step: the rules of gradients say why
+            # A small step from a small gradient is the gradient's doing (vanishing, saturated,
+            # or a loss learnt), said by those rules; the learning rate's is a small step per
+            # unit of gradient (‖Δw‖/‖g‖, SGD's learning rate): below MIN_STEP_PER_GRADIENT.
+            weight = evidence.param_norms.get(name)
+            if weight and (ratio * weight / grad >= MIN_STEP_PER_GRADIENT or grad / weight < VANISHED):
+                continue
         what = "barely changes: raise its learning rate" if ratio < low else "changes too fast to settle: lower its learning rate"
         found.append(Condition(
             UPDATE_RATIO, WARNING, name, module_of(name),
             f"{module_of(name) or 'model'}: {name} changes by {ratio:.2g} of its norm per step, outside the usual "
             f"{low:g}..{high:g} (about 1e-3)", f"it {what}", (name,), ratio))
     return found
+
+
+def no_gradient(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
+    """Trainable parameters that got no gradient at all, one condition per module: its
+    module ran (a ``detach()``, ``torch.no_grad()`` or an integer result cut its path to
+    the loss), or never ran (an unused module). Judged where the modules that ran are
+    known (over steps); check() tells the same from the graph it walks."""
+    if not evidence.ran:
+        return []
+    missing: dict[str, list[str]] = {}
+    for name in evidence.trainable:
+        if name not in evidence.grad_norms:
+            missing.setdefault(module_of(name), []).append(name)
+    found = []
+    for module, names in missing.items():
+        owner = evidence.owners.get(names[0]) or module or "the model"
+        listed = _listed(names)
+        if module in evidence.ran:
+            found.append(Condition(
+                GRAD_MISSING, WARNING, names[0], module,
+                f"{listed} of {owner} got no gradient though {owner} ran",
+                "something between it and the loss cuts the gradient (a detach(), torch.no_grad(), an integer result); "
+                "remove the cut if it should learn", tuple(names)))
+        else:
+            found.append(Condition(
+                UNUSED_PARAMETER, WARNING, names[0], module,
+                f"{listed} of {owner} got no gradient: {owner} never ran",
+                "use it in the loss, or leave it out of the model and the optimizer", tuple(names)))
+    return found
+
+
+def frozen_parameter(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
+    """Parameters the optimizer holds that require no grad, one condition per module: frozen,
+    but handed to the optimizer to train, which looks like a mistake (a
+    ``requires_grad_(False)`` left over from fine-tuning another part)."""
+    frozen: dict[str, list[str]] = {}
+    for name in evidence.held_frozen:
+        frozen.setdefault(module_of(name), []).append(name)
+    return [
+        Condition(
+            FROZEN_PARAMETER, WARNING, names[0], module,
+            f"{_listed(names)} of {evidence.owners.get(names[0]) or module or 'the model'} "
+            f"{'are' if len(names) > 1 else 'is'} frozen (requires_grad=False) but the optimizer holds "
+            f"{'them' if len(names) > 1 else 'it'}",
+            "it will not train; set requires_grad=True if it should, or leave it out of the optimizer", tuple(names))
+        for module, names in frozen.items()
+    ]
+
+
+def _listed(names: Sequence[str], most: int = 6) -> str:
+    """``a``, ``a and b``, ``a, b and c``; past ``most``, ``... and N more``."""
+    if len(names) > most:
+        return f"{', '.join(names[:most])} and {len(names) - most} more"
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _finite_output(values: Mapping[str, float]) -> bool:
@@ -297,7 +376,10 @@ def _finite_output(values: Mapping[str, float]) -> bool:
 Rule = Callable[[StepEvidence, float], list[Condition]]
 
 # Every rule judged on one step, in the order its findings are listed.
-RULES: tuple[Rule, ...] = (nonfinite_values, zero_gradient, gradient_span, gradient_outlier, dead_units, saturated, update_ratio)
+RULES: tuple[Rule, ...] = (
+    nonfinite_values, zero_gradient, no_gradient, frozen_parameter, gradient_span, gradient_outlier,
+    dead_units, saturated, update_ratio,
+)
 
 
 def judge(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
@@ -389,6 +471,8 @@ __all__ = [
     "Condition",
     "DEAD_UNITS",
     "DEAD_ZERO_FRACTION",
+    "FROZEN_PARAMETER",
+    "GRAD_MISSING",
     "GRAD_NONFINITE",
     "GRAD_NORM_OUTLIER",
     "GRAD_NORM_SPAN",
@@ -397,6 +481,7 @@ __all__ = [
     "MOST_STEPS",
     "NONFINITE_SEEN",
     "SATURATED",
+    "UNUSED_PARAMETER",
     "UPDATE_RATIO",
     "DEFAULT_DECADES",
     "Held",
@@ -407,11 +492,13 @@ __all__ = [
     "StepEvidence",
     "UPDATE_RATIO_RANGE",
     "dead_units",
+    "frozen_parameter",
     "gradient_outlier",
     "gradient_span",
     "gradient_trend",
     "judge",
     "module_of",
+    "no_gradient",
     "nonfinite_values",
     "over_steps",
     "saturated",

@@ -60,6 +60,7 @@ from ..capture.recording import COMPILED_NOTE, ModuleCalls, Recorder, record
 from ..capture.walking import walk
 from ..checks.diagnosis import ERROR, NONFINITE_SEEN, WARNING, Finding, peer_roles, rounding_decades
 from ..checks.rules import (
+    GRAD_NORM_OUTLIER,
     UPDATE_RATIO,
     UPDATE_RATIO_RANGE,
     DEAD_UNITS,
@@ -746,13 +747,17 @@ class Watcher:
             # What led up to it (updates too large for their weights, gradients that grew) is its
             # cause, said in it: one cause, one finding.
             too_fast = [h for h in held if h.condition.code == UPDATE_RATIO and h.condition.value > UPDATE_RATIO_RANGE[1]]
-            held = [h for h in held if h not in too_fast]
+            above = [h for h in held if h.condition.code == GRAD_NORM_OUTLIER]
+            held = [h for h in held if h not in too_fast and h not in above]
             lead = []
             if too_fast:
                 largest = max(too_fast, key=lambda h: h.condition.value)
                 lead.append(f"{len(too_fast)} weight{'s' if len(too_fast) > 1 else ''} changed by up to "
                             f"{largest.condition.value:.2g} of {'their' if len(too_fast) > 1 else 'its'} norm per step "
                             f"({largest.condition.subject})")
+            if above:
+                lead.append(f"the gradient norm of {_listed_names([h.condition.subject for h in above])} "
+                            f"{'was' if len(above) == 1 else 'were'} far from the others'")
             if trends:
                 largest_trend = max(trends, key=lambda c: c.value)
                 lead.append(f"gradient norms grew by up to {largest_trend.value:.1f} powers of ten ({largest_trend.subject})")
@@ -765,10 +770,13 @@ class Watcher:
             condition = item.condition
             found.append(Finding(
                 condition.severity, condition.code, f"{condition.text}, {_when(item)}; {condition.advice}.",
-                nodes(condition), condition.subject,
+                nodes(condition), condition.subject, item.since,
             ))
         for condition in trends:
-            found.append(Finding(condition.severity, condition.code, f"{condition.text}; {condition.advice}.", nodes(condition), condition.subject))
+            found.append(Finding(
+                condition.severity, condition.code, f"{condition.text}; {condition.advice}.", nodes(condition),
+                condition.subject, series[condition.subject][0][0],
+            ))
         return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
 
     def _nonfinite_finding(self, nodes: Callable[[Condition], tuple[str, ...]]) -> Optional[Finding]:
@@ -807,7 +815,7 @@ class Watcher:
         return Finding(
             ERROR, NONFINITE_SEEN,
             f"{first.subject or 'model'}: first seen at step {first_step}: {first.text}{more}; {first.advice}.",
-            tuple(n for c in conditions for n in nodes(c)), first.subject,
+            tuple(n for c in conditions for n in nodes(c)), first.subject, first_step,
         )
 
     def _judged_steps(self) -> list[StepEvidence]:
@@ -825,6 +833,9 @@ class Watcher:
             name: f"{path} ({self._module_types.get(path, '')})" if path else "the model"
             for name, _ in trainable for path in (name.rpartition(".")[0],)
         }
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        held = [p for group in (self.optimizer.param_groups if self.optimizer is not None else ()) for p in group["params"]]
+        held_frozen = [names[id(p)] for p in held if id(p) in names and not p.requires_grad]
         judged = []
         for logged in self._log:
             if first_nonfinite is not None and logged.step >= first_nonfinite:
@@ -844,6 +855,10 @@ class Watcher:
                 rounding=rounding,
                 outputs=calls,
                 update_ratios={n: v for n, v in values.get("update_ratio", {}).items() if n in weights},
+                param_norms=values.get("param_norm", {}),
+                trainable=[name for name, _ in trainable] if grads else (),
+                ran=frozenset(module_of_call(call) for call in calls),
+                held_frozen=held_frozen,
             ))
         return judged
 
@@ -855,6 +870,10 @@ def _when(held: Held) -> str:
     if held.before is None:
         return f"at every logged step from the first ({held.first} to {held.last})" if held.first != held.last else f"at step {held.first}"
     return f"since step {held.since} (not at step {held.before}; until step {held.last})"
+
+
+def _listed_names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _one_per_cause(held: list[Held]) -> list[Held]:
