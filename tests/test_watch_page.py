@@ -123,3 +123,48 @@ def test_the_details_follow_the_step_slider_and_the_histograms_have_axes(tmp_pat
             assert page.errors == []
         finally:
             browser.close()
+
+
+def test_with_several_ranks_the_page_offers_a_choice_of_rank(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    from graphviz_autograd import explore
+
+    # Two runs on different data stand for two ranks (watch(ranks='each') gathers them so).
+    w = train(Net(), 8, {"every": 2})
+    other = train(Net(), 8, {"every": 2}, seed=1)
+    timeline = w.timeline()
+    timeline["ranks"] = [
+        {key: record[key] for key in ("statistics", "histograms")} for record in (w.timeline(), other.timeline())
+    ]
+    path = explore(w.graph(), overlays=w.overlays_over_steps(), timeline=timeline, title="two ranks").save(tmp_path / "ranks.html")
+    norms = [record["statistics"]["output_grad_norm"]["fc1"] for record in timeline["ranks"]]
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            details = page.page.locator("#details")
+            page.box("fc1").click()
+            assert page.page.locator("#rank option").all_text_contents() == ["all 2", "0", "1"]
+            assert details.locator("svg.sparkline path.other-rank").count() >= 5  # every rank's line
+
+            def grad_line_title() -> str:
+                index = details.locator(".timeline-name").all_text_contents().index("output grad norm")
+                return details.locator("svg.sparkline").nth(index).locator("title").text_content()
+
+            both = grad_line_title()
+            titles = []
+            for rank in (1, 0):
+                page.page.select_option("#rank", str(rank))
+                assert details.locator("svg.sparkline path.other-rank").count() == 0
+                titles.append(grad_line_title())
+            assert len({both, *titles}) == 3  # each rank's own range, and both ranks' together
+            # Both ranks' range is the span of each rank's.
+            ranges = [float(x) for t in titles for x in t.split("; ")[0].removeprefix("from ").split(" to ")]
+            together = [float(x) for x in both.split("; ")[0].removeprefix("from ").split(" to ")]
+            assert together == pytest.approx([min(ranges), max(ranges)], rel=1e-2)
+            assert max(norms[0] + norms[1]) == pytest.approx(max(ranges), rel=1e-2)
+            assert page.errors == []
+        finally:
+            browser.close()

@@ -125,11 +125,14 @@ _compiling = torch.compiler.is_compiling
 
 class LoggedStep(NamedTuple):
     """What one logged step measured: ``values[statistic][module call or parameter]`` and
-    ``histograms[kind][module call or parameter]`` (counts per bin of :data:`HISTOGRAM_EDGES`)."""
+    ``histograms[kind][module call or parameter]`` (counts per bin of :data:`HISTOGRAM_EDGES`);
+    with ``ranks='each'`` under torch.distributed, ``by_rank`` holds every rank's (values,
+    histograms), rank by rank, for the page's choice of rank."""
 
     step: int
     values: dict[str, dict[str, float]]
     histograms: dict[str, dict[str, tuple[int, ...]]]
+    by_rank: tuple[tuple[dict[str, dict[str, float]], dict[str, dict[str, tuple[int, ...]]]], ...] = ()
 
 
 class Watcher:
@@ -436,7 +439,7 @@ class Watcher:
         if ratios:
             for name in [name for name in ratios if norms.get(name) == 0.0]:
                 del ratios[name]
-        logged = LoggedStep(self.step_count, values, counts)
+        logged = LoggedStep(self.step_count, values, counts, self._every_rank(values, counts))
         self._note_nonfinite(logged)
         self._note_unseen(values)
         if self._logged % self._stride == 0:
@@ -486,6 +489,15 @@ class Watcher:
         distributed.all_reduce(biggest, op=distributed.ReduceOp.MAX)
         averaged = torch.where(torch.tensor(summed_counts, device=backend_device), summed, summed / world)
         return torch.where(largest, biggest, averaged).to(flat.device)
+
+    def _every_rank(self, values: dict[str, dict[str, float]], counts: dict[str, dict[str, tuple[int, ...]]]) -> tuple:
+        """With ``ranks='each'`` under torch.distributed, every rank's numbers of this step (each
+        rank calls this at the same logged steps); else none."""
+        if self.ranks != "each" or _world_size() == 1:
+            return ()
+        gathered: list[Any] = [None] * _world_size()
+        torch.distributed.all_gather_object(gathered, (values, counts))
+        return tuple(gathered)
 
     def _note_nonfinite(self, logged: LoggedStep) -> None:
         """Keep, for each statistic, the first logged step (kept or not) that held NaN/Inf and where."""
@@ -629,7 +641,29 @@ class Watcher:
         """What the explorer page shows of each module call and parameter over the steps:
         :meth:`to_dict`'s steps, statistics and histograms, and the histogram bins."""
         data = self.to_dict()
-        return {key: data[key] for key in ("steps", "statistics", "histograms", "histogram_edges", "histogram_of")}
+        timeline = {key: data[key] for key in ("steps", "statistics", "histograms", "histogram_edges", "histogram_of")}
+        if self._log and self._log[0].by_rank:
+            # ranks='each': every rank's series too, for the page's choice of rank.
+            timeline["ranks"] = [self._series_of_rank(rank) for rank in range(len(self._log[0].by_rank))]
+        return timeline
+
+    def _series_of_rank(self, rank: int) -> dict[str, Any]:
+        """One rank's statistics and histograms over the kept steps, as :meth:`to_dict` writes them."""
+        steps = [logged.by_rank[rank] if rank < len(logged.by_rank) else ({}, {}) for logged in self._log]
+        statistics_data = {}
+        for stat in STATISTICS:
+            keys = {key: None for values, _ in steps for key in values.get(stat, {})}
+            if keys:
+                statistics_data[stat] = _jsonable({key: [values.get(stat, {}).get(key) for values, _ in steps] for key in keys})
+        histogram_data = {}
+        for kind in HISTOGRAMS:
+            keys = {key: None for _, counts in steps for key in counts.get(kind, {})}
+            if keys:
+                histogram_data[kind] = {
+                    key: [list(c) if (c := counts.get(kind, {}).get(key)) is not None else None for _, counts in steps]
+                    for key in keys
+                }
+        return {"statistics": statistics_data, "histograms": histogram_data}
 
     def page(self, graph: Optional[AutogradGraph] = None, title: Optional[str] = None) -> Any:
         """The explorer page of :meth:`graph` with a step axis: a slider chooses the logged step

@@ -680,10 +680,12 @@
 
   // A line of one statistic over the steps (steps across), the chosen step marked, its
   // smallest and largest value written beside it.
-  function sparkline(values) {
+  function sparkline(values, others) {
     var width = 300, height = 64, left = 46, bottom = height - 14;
     var points = values.map(numberOf);
-    var finite = points.filter(function (v) { return v !== null && isFinite(v); });
+    var lines = [points].concat((others || []).map(function (series) { return series.map(numberOf); }));
+    var finite = [];
+    lines.forEach(function (line) { line.forEach(function (v) { if (v !== null && isFinite(v)) finite.push(v); }); });
     var svg = svgElement('svg', { width: width, height: height, class: 'sparkline', viewBox: '0 0 ' + width + ' ' + height });
     if (!finite.length) { svg.appendChild(svgElement('text', { x: 2, y: 20 }, 'not measured')); return svg; }
     var low = Math.min.apply(null, finite), high = Math.max.apply(null, finite);
@@ -694,12 +696,14 @@
     svg.appendChild(svgElement('text', { x: left - 5, y: y(high) + 4, 'text-anchor': 'end', class: 'axis-label' }, high.toPrecision(3)));
     if (high !== low) svg.appendChild(svgElement('text', { x: left - 5, y: y(low) + 2, 'text-anchor': 'end', class: 'axis-label' }, low.toPrecision(3)));
     stepAxis(svg, x, bottom, stepIndex);
-    var path = '';
-    points.forEach(function (v, i) {
-      if (v === null || !isFinite(v)) return;
-      path += (path ? 'L' : 'M') + x(i).toFixed(1) + ',' + y(v).toFixed(1);
+    lines.slice().reverse().forEach(function (line, n) {  // the first (the rank chosen, or rank 0) drawn last, on top
+      var path = '';
+      line.forEach(function (v, i) {
+        if (v === null || !isFinite(v)) return;
+        path += (path ? 'L' : 'M') + x(i).toFixed(1) + ',' + y(v).toFixed(1);
+      });
+      svg.appendChild(svgElement('path', n === lines.length - 1 ? { d: path } : { d: path, class: 'other-rank' }));
     });
-    svg.appendChild(svgElement('path', { d: path }));
     var now = points[stepIndex];
     if (now !== null && now !== undefined && isFinite(now)) {
       svg.appendChild(svgElement('circle', { cx: x(stepIndex), cy: y(now), r: 3 }));
@@ -745,18 +749,52 @@
     return svg;
   }
 
+  // With several ranks (watch(ranks='each')): the rank whose numbers the details show, or
+  // 'all' (every rank's line, rank 0's on top; histograms summed over the ranks).
+  var rankChoice = 'all';
+
+  function rankRecords(record) {
+    if (!record.ranks) return [record];
+    return rankChoice === 'all' ? record.ranks : [record.ranks[Number(rankChoice)]];
+  }
+
+  function summed(list) {
+    var present = list.filter(Boolean);
+    if (present.length < 2) return present[0];
+    return present[0].map(function (counts, i) {
+      var columns = present.map(function (series) { return series[i]; }).filter(Boolean);
+      if (!columns.length) return null;
+      return columns[0].map(function (_, b) { return columns.reduce(function (total, c) { return total + c[b]; }, 0); });
+    });
+  }
+
+  function rankMenu(record) {
+    var label = element('label', { class: 'rank-choice' }, 'rank ');
+    var choose = element('select', { id: 'rank' });
+    choose.appendChild(element('option', { value: 'all' }, 'all ' + record.ranks.length));
+    record.ranks.forEach(function (_, r) { choose.appendChild(element('option', { value: String(r) }, String(r))); });
+    choose.value = rankChoice;
+    choose.addEventListener('change', function () {
+      rankChoice = choose.value;
+      if (detailsOf.level !== undefined) showLevelDetails(detailsOf.level); else if (detailsOf.node !== undefined) showNodeDetails(detailsOf.node);
+    });
+    label.appendChild(choose);
+    return label;
+  }
+
   function timeline(key, kinds) {
     var record = data.timeline;
     if (!record) return null;
+    var records = rankRecords(record);
     var wrap = element('div', { class: 'timeline' });
     Object.keys(record.statistics).forEach(function (statistic) {
-      var values = record.statistics[statistic][key];
-      if (!values) return;
+      var lines = records.map(function (r) { return (r.statistics[statistic] || {})[key]; }).filter(Boolean);
+      if (!lines.length) return;
       wrap.appendChild(element('div', { class: 'timeline-name' }, statistic.replace(/_/g, ' ')));
-      wrap.appendChild(sparkline(values));
+      wrap.appendChild(sparkline(lines[0], lines.slice(1)));
     });
     kinds.forEach(function (kind) {
-      var series = (record.histograms[kind] || {})[key];
+      var series = summed(records.map(function (r) { return (r.histograms[kind] || {})[key]; }));
       if (!series) return;
       wrap.appendChild(element('div', { class: 'timeline-name' }, kind.replace(/_/g, ' ') + ' histogram over the steps'));
       wrap.appendChild(histogramOverTime(series, record.histogram_edges));
@@ -764,6 +802,7 @@
     if (!wrap.childNodes.length) return null;
     var box = element('div');
     box.appendChild(element('h3', {}, 'Over ' + plural(STEPS.length || record.steps.length, 'logged step')));
+    if (record.ranks) box.appendChild(rankMenu(record));
     box.appendChild(wrap);
     return box;
   }
