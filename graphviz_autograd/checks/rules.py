@@ -95,8 +95,9 @@ class StepEvidence(NamedTuple):
 class Condition(NamedTuple):
     """What holds at one step: ``code`` and ``severity`` of the finding it makes, ``subject``
     (a parameter, a module call), ``layer`` (the module it is about), ``text`` (what holds,
-    in words, without when), ``advice`` (what to do), and ``points_at``: the parameters and
-    module calls whose graph nodes the finding points at."""
+    in words, without when), ``advice`` (what to do), ``points_at``: the parameters and
+    module calls whose graph nodes the finding points at, and ``value``: the number the
+    rule judged (a distance in decades, a ratio, a share), for the rules over steps."""
 
     code: str
     severity: str
@@ -118,8 +119,10 @@ def module_of(name: str) -> str:
 
 def nonfinite_values(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
     """NaN or Inf in an output, an output's gradient, a parameter or a gradient: one
-    condition per place (``place`` is the condition's ``layer``... see ``subject``), the
-    first key made there first. An error: the optimizer would write it into the weights."""
+    condition per place, its subject the first key made there (each gradient a condition
+    of its own, as check() names them). An error: the optimizer would write it into the
+    weights. Over steps, watch() makes one finding of the first step that held any
+    (``Watcher._nonfinite_finding``), where a description of the op that made it can go."""
     found = []
     for place in NONFINITE_PLACES:
         keys = list(evidence.nonfinite.get(place, ()))
