@@ -748,12 +748,27 @@ class Watcher:
     # --- findings over time ---
 
     def findings(self, graph: Optional[AutogradGraph] = None, decades: float = DEFAULT_DECADES) -> list[Finding]:
-        """What the record says about training, as :func:`~graphviz_autograd.checks.diagnosis.check`
-        says it: NaN/Inf first seen, dying units, saturated tanh/sigmoid outputs, a gradient
-        norm that spans more than ``decades`` powers of ten across layers or changes by more
-        across steps, update ratios outside :data:`UPDATE_RATIO_RANGE`. Each message names the
-        module or parameter and the step. With ``graph`` (or :meth:`graph`, when there is
-        one), ``nodes`` holds the ids each finding points at."""
+        """What the record says about training, by the rules :func:`~graphviz_autograd.checks.diagnosis.check`
+        judges one step by (``checks/rules.py``), judged at every kept logged step: zero or
+        missing gradients, frozen parameters the optimizer holds, dead units, saturated
+        tanh/sigmoid outputs, gradients that vanish through a run of layers (more than
+        ``decades`` powers of ten) or stand far from their peers, update ratios outside
+        ``UPDATE_RATIO_RANGE``; over the steps, gradients that grew by more than ``decades``;
+        and NaN/Inf first seen, after which no other rule reads a step. A condition that holds
+        over a run of steps up to the last is one finding, its ``step`` the run's first; one
+        cause is one finding. With ``graph`` (or :meth:`graph`, when there is one), ``nodes``
+        holds the ids each finding points at.
+
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Linear(4, 1))
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> with watch(model, optimizer=opt, every=1) as w:
+        ...     for _ in range(3):
+        ...         (model(torch.randn(8, 2)) * 0).sum().backward()
+        ...         opt.step(); opt.zero_grad()
+        >>> [(f.code, f.subject, f.step) for f in w.findings()]
+        [('grad_zero', '0.weight', 0)]
+        """
         if graph is None:
             graph = self._graph
         outputs = module_output_nodes(graph) if graph is not None else {}
