@@ -622,3 +622,18 @@ def test_stem_and_head_of_a_layer_scale_model_are_not_exploding():
     loss = model(torch.randn(32, 8)).pow(2).mean()
     outliers = {f.subject for f in check(loss, model, backward=True) if f.code == "grad_norm_outlier"}
     assert "blocks.3.fc2.weight" in outliers and not outliers & {"stem.weight", "head.weight"}
+
+
+@pytest.mark.parametrize("name", ["ConvNext", "PoolFormer", "SwiftFormer"])
+def test_untouched_layer_scale_models_of_transformers_get_no_outlier(name):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    sizes = [16, 32, 64, 128]
+    config = getattr(transformers, f"{name}Config")(
+        depths=[1, 1, 2, 1], num_labels=4, **({"embed_dims": sizes} if name == "SwiftFormer" else {"hidden_sizes": sizes}))
+    model = getattr(transformers, f"{name}ForImageClassification")(config)
+    loss = model(pixel_values=torch.randn(2, 3, 64, 64), labels=torch.tensor([0, 1])).loss
+    findings = check(loss, model, backward=True, top_memory=0)
+    assert [f.subject for f in findings if f.code == "grad_norm_outlier"] == []
+    # SwiftFormer's w_g goes through a softmax over one element, whose gradient is exactly zero: a true finding.
+    assert {f.code for f in findings if f.severity != "info"} <= {"grad_zero"}

@@ -880,6 +880,9 @@ def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> 
     >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "f": "Sequential", "f.0": "Conv", "f.1": "ReLU"}
     >>> repeated_module_patterns(["h.0", "h.1", "f.0", "f.1"], types)
     {'h.*': ['h.0', 'h.1'], 'f.0': ['f.0'], 'f.1': ['f.1']}
+    >>> stages = {"s": "ModuleList", "s.0": "ModuleList", "s.1": "ModuleList", "s.0.0": "Layer", "s.1.0": "Layer", "s.1.1": "Layer"}
+    >>> repeated_module_patterns(["s.0.0", "s.1.0", "s.1.1"], stages)
+    {'s.*.*': ['s.0.0', 's.1.0', 's.1.1']}
     """
     children: dict[str, set[str]] = {}
     for path, type_name in types.items():
@@ -890,8 +893,9 @@ def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> 
     members: dict[str, list[str]] = {}
     for path in paths:
         parts = path.split(".") if path else []
-        for i, part in enumerate(parts):
-            if part.isdigit() and ".".join(parts[:i]) in alike:
+        original = list(parts)  # a list of lists (stages of blocks): each index is judged by its own parent
+        for i, part in enumerate(original):
+            if part.isdigit() and ".".join(original[:i]) in alike:
                 parts[i] = "*"
         pattern = ".".join(parts)
         # A pattern of indices alone (a Sequential of blocks: '*') says nothing a reader could find.

@@ -219,45 +219,65 @@ def gradient_span(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> l
 
 
 def gradient_outlier(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
-    """A gradient norm more than ``decades`` powers of ten from the median of its peers
-    (parameters of the same role, or the parameters of no role). Parameters of the layers
-    a :func:`gradient_span` names are left to it. Below by more than rounding alone
-    explains is info (:data:`GRAD_ZERO`): the loss does not depend on it."""
+    """A gradient norm more than ``decades`` powers of ten below the lower quartile of its
+    peers' (the parameters of the same role, or the parameters of no role), or above their
+    upper quartile. Quartiles of the others, not the median of all: where a quarter of the
+    model is a stem, norms and a head with ordinary gradients and the rest is behind a small
+    layer scale (SwiftFormer, whose blocks are no list of alike blocks), the median is the
+    blocks', and the stem is no outlier of the model. Parameters of the layers a
+    :func:`gradient_span` names are left to it. Below its peers' median by more than
+    rounding alone explains is info (:data:`GRAD_ZERO`): the loss does not depend on it."""
     spanned = {n for c in gradient_span(evidence, decades) for n in c.points_at}
     roles: dict[str, list[str]] = {}
     for name in evidence.grad_norms:
         roles.setdefault(evidence.peers.get(name, ""), []).append(name)
-    pool = [n for role, names in roles.items() if not role or len(names) < MIN_PEERS for n in names]
+    # A role of fewer than MIN_PEERS is still part of repeated blocks: judged by no one else's.
+    pool = roles.get("", [])
     groups = [(names, True) for role, names in roles.items() if role and len(names) >= MIN_PEERS] + [(pool, False)]
     found = []
     for names, alike in groups:
-        # The layers of a span are neither judged nor peers: their norms would drag the median.
+        # The layers of a span are neither judged nor peers: their norms would drag the quartiles.
         logs = {n: math.log10(evidence.grad_norms[n]) for n in names
                 if evidence.grad_norms[n] > 0 and math.isfinite(evidence.grad_norms[n]) and n not in spanned}
         if len(logs) < MIN_PEERS:
             continue
-        median = statistics.median(logs.values())
+        ordered = sorted(logs.values())
+        median = statistics.median(ordered)
         for name, log in logs.items():
-            distance = log - median
-            if abs(distance) <= decades:
+            others = list(ordered)
+            others.remove(log)
+            low, high = _quartiles(others)
+            if low - decades <= log <= high + decades:
                 continue
             norm = evidence.grad_norms[name]
-            if -distance > evidence.rounding.get(name, math.inf):
+            peers = f"{len(logs) - 1} {'alike ' if alike else ''}parameters"
+            if log < low and median - log > evidence.rounding.get(name, math.inf):
                 found.append(Condition(
                     GRAD_ZERO, INFO, name, module_of(name),
-                    f"{name}: gradient norm {norm:.2e} is {-distance:.1f} decades below the median of {len(logs)} "
-                    f"parameters ({10 ** median:.2e}), too far for anything but rounding",
+                    f"{name}: gradient norm {norm:.2e} is {median - log:.1f} decades below the median of {peers} "
+                    f"({10 ** median:.2e}), too far for anything but rounding",
                     "the loss does not depend on it (as with the key bias of an attention, which shifts every score "
-                    "of a softmax alike, or a bias that a batch norm after it takes away)", (name,), distance))
+                    "of a softmax alike, or a bias that a batch norm after it takes away)", (name,), log - median))
                 continue
-            direction = "above" if distance > 0 else "below"
+            above = log > high
             found.append(Condition(
                 GRAD_NORM_OUTLIER, WARNING, name, module_of(name),
-                f"{name}: gradient norm {norm:.2e} is {abs(distance):.1f} decades {direction} the median of "
-                f"{len(logs)} {'alike ' if alike else ''}parameters ({10 ** median:.2e})",
-                "exploding: clip gradients or lower the learning rate" if distance > 0 else "vanishing",
-                (name,), distance))
+                f"{name}: gradient norm {norm:.2e} is {abs(log - (high if above else low)):.1f} decades "
+                f"{'above the upper' if above else 'below the lower'} quartile of {peers} ({10 ** (high if above else low):.2e})",
+                "exploding: clip gradients or lower the learning rate" if above else "vanishing",
+                (name,), log - median))
     return found
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The lower and upper quartile of sorted ``values`` (linear between the nearest two)."""
+    def at(share: float) -> float:
+        place = share * (len(values) - 1)
+        below = int(place)
+        above = min(below + 1, len(values) - 1)
+        return values[below] + (values[above] - values[below]) * (place - below)
+
+    return at(0.25), at(0.75)
 
 
 def dead_units(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
