@@ -5,10 +5,15 @@ Run by hand from the repository root, so that this checkout's package is the one
     PYTHONPATH=. python -m benchmarks.watching            # about a minute on two cores
     PYTHONPATH=. python -m benchmarks.watching --steps 300 --rounds 5
 
-The model is a 4-layer GPT-2 (``transformers.GPT2Config(n_layer=4, n_embd=128,
+Two models (``--model gpt2``, ``cnn`` or ``both``, the default, one after the other in
+one run). ``gpt2`` is a 4-layer GPT-2 (``transformers.GPT2Config(n_layer=4, n_embd=128,
 n_head=4, vocab_size=1000, n_positions=128)``, random weights, nothing downloaded) on
 a batch of 8 sequences of 64 tokens; a step is its forward pass with the language-model
-loss, the backward pass and an AdamW step. Four ways to run the same steps are timed
+loss, the backward pass and an AdamW step. ``cnn`` is a conv net with BatchNorm (four
+3x3 convolutions of 32 to 128 channels, each with BatchNorm and ReLU, two poolings, a
+linear head) on a batch of 32 images of 3x32x32; a step is its forward pass with the
+cross-entropy loss, the backward pass and an SGD step with momentum. Four ways to run
+the same steps are timed
 in turn, round after round, so that a machine's drift falls on all of them alike:
 
 - ``plain``: no watching;
@@ -56,6 +61,45 @@ def make_step(model: Any, opt: torch.optim.Optimizer, ids: torch.Tensor) -> Call
     return step
 
 
+def cnn(seed: int = 0) -> torch.nn.Module:
+    from torch import nn
+
+    torch.manual_seed(seed)
+
+    def block(inputs: int, outputs: int) -> list[nn.Module]:
+        return [nn.Conv2d(inputs, outputs, 3, padding=1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU()]
+
+    return nn.Sequential(
+        *block(3, 32), *block(32, 32), nn.MaxPool2d(2),
+        *block(32, 64), *block(64, 128), nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10),
+    )
+
+
+def make_cnn_step(model: Any, opt: torch.optim.Optimizer, images: torch.Tensor, labels: torch.Tensor) -> Callable[[], None]:
+    def step() -> None:
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def setup(name: str) -> tuple[Any, torch.optim.Optimizer, Callable[[], None]]:
+    """The model, its optimizer and one training step of it."""
+    if name == "gpt2":
+        model = gpt2()
+        opt: torch.optim.Optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(1))
+        return model, opt, make_step(model, opt, ids)
+    model = cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randn(32, 3, 32, 32, generator=generator)
+    labels = torch.randint(0, 10, (32,), generator=generator)
+    return model, opt, make_cnn_step(model, opt, images, labels)
+
+
 def timed(step: Callable[[], None], steps: int) -> tuple[float, float]:
     """(CPU seconds, wall seconds) per step."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -69,35 +113,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200, help="steps per way per round (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch's CPU threads (default 1)")
+    parser.add_argument("--model", choices=("gpt2", "cnn", "both"), default="both", help="what to train (default both)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} thread(s); "
+          f"{args.rounds} rounds of {args.steps} steps each")
+    for name in ("gpt2", "cnn") if args.model == "both" else (args.model,):
+        measure(name, args.steps, args.rounds)
+    return 0
 
-    model = gpt2()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 1000, (8, 64), generator=torch.Generator().manual_seed(1))
-    step = make_step(model, opt, ids)
-    for _ in range(5):  # warm-up: allocator, AdamW's state
+
+def measure(name: str, steps: int, rounds: int) -> None:
+    model, opt, step = setup(name)
+    for _ in range(5):  # warm-up: allocator, the optimizer's state
         step()
 
     ways: dict[str, Callable[[], tuple[float, float]]] = {
-        "plain": lambda: timed(step, args.steps),
+        "plain": lambda: timed(step, steps),
     }
     for every in (100, 1):
         def run(every: int = every) -> tuple[float, float]:
             with watch(model, optimizer=opt, every=every, graph=False):
-                return timed(step, args.steps)
+                return timed(step, steps)
 
         ways[f"every {every}"] = run
 
     def run_without_histograms() -> tuple[float, float]:
         with watch(model, optimizer=opt, every=1, graph=False, histograms=False):
-            return timed(step, args.steps)
+            return timed(step, steps)
 
     ways["every 1 -h"] = run_without_histograms
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
-    for _ in range(args.rounds):
-        for name, way in ways.items():
-            times[name].append(way())
+    times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, timing in ways.items():
+            times[way].append(timing())
 
     with watch(model, optimizer=opt, every=1) as w:
         start = time.perf_counter()
@@ -107,16 +156,14 @@ def main(argv: list[str] | None = None) -> int:
 
     plain_cpu = statistics.median(cpu for cpu, _ in times["plain"])
     plain_wall = statistics.median(wall for _, wall in times["plain"])
-    print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} thread(s); "
-          f"{args.rounds} rounds of {args.steps} steps each")
+    print(f"\n{name}")
     print(f"{'way':<10} {'cpu ms/step':>11} {'ratio':>6} {'wall ms/step':>12} {'ratio':>6}  cpu ms per round")
-    for name, values in times.items():
+    for way, values in times.items():
         cpu = statistics.median(c for c, _ in values)
         wall = statistics.median(w for _, w in values)
-        rounds = " ".join(f"{c * 1e3:.1f}" for c, _ in values)
-        print(f"{name:<10} {cpu * 1e3:11.2f} {cpu / plain_cpu:6.3f} {wall * 1e3:12.2f} {wall / plain_wall:6.3f}  {rounds}")
+        per_round = " ".join(f"{c * 1e3:.1f}" for c, _ in values)
+        print(f"{way:<10} {cpu * 1e3:11.2f} {cpu / plain_cpu:6.3f} {wall * 1e3:12.2f} {wall / plain_wall:6.3f}  {per_round}")
     print(f"first logged step with its graph recorded: {first * 1e3:.1f} ms wall once ({first / plain_wall:.1f} plain steps)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -484,8 +484,8 @@ def test_findings_from_a_recorded_forward_pass():
     assert summary(findings) == {
         ("info", "frozen_parameter", "backbone.weight"),  # used, though its output is detached later
         ("info", "frozen_parameter", "backbone.bias"),
-        ("warning", "gradient_cut", "detach()"),
-        ("warning", "gradient_cut", "no_grad()"),
+        ("warning", "gradient_cut", "detach()"),  # at the top level: it strands the encoder
+        ("info", "gradient_cut", "no_grad()"),  # in gate, which learns along the other path
         ("warning", "unused_parameter", "encoder.weight"),
         ("warning", "unused_parameter", "encoder.bias"),
         ("warning", "unused_parameter", "unused_head.weight"),
@@ -510,3 +510,130 @@ def test_check_takes_a_module_as_params_beside_a_model_as_it_takes_its_parameter
     as_dict = check(loss, model=body, params=dict(head.named_parameters()))
     assert check(loss, model=body, params=head) == as_dict
     assert {f.code for f in as_dict} >= {"unregistered_leaf"}  # head's weights are not the model's
+
+
+# --- no false alarm, one finding per cause ------------------------------------------------
+
+
+def test_a_view_of_an_input_made_to_require_grad_is_no_stray_weight_without_a_recorder():
+    class FeatureEncoder(nn.Module):  # as Wav2Vec2's
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 2, 3)
+
+        def forward(self, input_values):
+            hidden = input_values[:, None]
+            hidden.requires_grad = True
+            return self.conv(hidden).sum()
+
+    model = FeatureEncoder()
+    loss = model(torch.randn(1, 10))
+    assert summary(check(loss, model, backward=True), with_info=False) == set()
+
+
+def test_a_deliberate_detach_stays_info_beside_an_unused_module_elsewhere():
+    class Quantised(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(3, 3)
+            self.quantiser = Straight()
+            self.pooler = nn.Linear(3, 3)  # never called
+
+        def forward(self, x):
+            return self.quantiser(self.encoder(x)).sum()
+
+    class Straight(nn.Module):
+        def forward(self, x):  # straight-through: the rounding is cut, x still gets its gradient
+            return x + (x.round() - x).detach()
+
+    model = Quantised()
+    with record(model) as rec:
+        loss = model(torch.ones(2, 3))
+    findings = check(loss, model, recorder=rec, top_memory=0)
+    assert summary(findings) == {
+        ("info", "gradient_cut", "detach()"),
+        ("warning", "unused_parameter", "pooler.weight"),
+        ("warning", "unused_parameter", "pooler.bias"),
+    }
+    assert "in other modules" in next(f for f in findings if f.code == "gradient_cut").message
+
+
+def test_vanishing_gradients_through_twenty_sigmoid_layers_are_one_finding_naming_the_span():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(20):
+        layers += [nn.Linear(16, 16), nn.Sigmoid()]
+    model = nn.Sequential(*layers, nn.Linear(16, 1))
+    loss = model(torch.randn(32, 16)).pow(2).mean()
+    findings = [f for f in check(loss, model, backward=True) if f.severity != "info"]
+    assert [(f.code, f.severity) for f in findings] == [("grad_norm_span", "warning")]
+    (span,) = findings
+    assert span.subject.startswith("0 to ") and "shrinks toward the input" in span.message
+    first, last = span.subject.split(" to ")
+    assert int(last) >= 10  # a run of layers next to the input, not one
+    assert len(span.nodes) >= 2 * 2 * 5  # the parameters of the layers it names, and their AccumulateGrad
+
+
+def test_a_healthy_deep_net_gets_no_span_finding():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(8):
+        layers += [nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()]
+    model = nn.Sequential(*layers, nn.Linear(16, 1))
+    loss = model(torch.randn(32, 16)).pow(2).mean()
+    assert summary(check(loss, model, backward=True), with_info=False) == set()
+
+
+class LayerScaled(nn.Module):
+    """ConvNeXt's shape: a stem, blocks whose output is scaled by 1e-5 before the residual sum, a head."""
+
+    def __init__(self, blocks: int = 6, scale: float = 1e-5):
+        super().__init__()
+        self.stem = nn.Linear(8, 16)
+        self.blocks = nn.ModuleList(Block(scale) for _ in range(blocks))
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+class Block(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 16)
+        self.gamma = nn.Parameter(torch.full((16,), scale))
+
+    def forward(self, x):
+        return x + self.gamma * self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
+
+
+def test_stem_and_head_of_a_layer_scale_model_are_not_exploding():
+    torch.manual_seed(0)
+    model = LayerScaled()
+    loss = model(torch.randn(32, 8)).pow(2).mean()
+    assert summary(check(loss, model, backward=True), with_info=False) == set()
+    # One block's gradient far from the same parameter of the other blocks is named, and not the head's.
+    with torch.no_grad():
+        model.blocks[3].gamma.fill_(1e3)
+    loss = model(torch.randn(32, 8)).pow(2).mean()
+    outliers = {f.subject for f in check(loss, model, backward=True) if f.code == "grad_norm_outlier"}
+    assert "blocks.3.fc2.weight" in outliers and not outliers & {"stem.weight", "head.weight"}
+
+
+@pytest.mark.parametrize("name", ["ConvNext", "PoolFormer", "SwiftFormer"])
+def test_untouched_layer_scale_models_of_transformers_get_no_outlier(name):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    sizes = [16, 32, 64, 128]
+    config = getattr(transformers, f"{name}Config")(
+        depths=[1, 1, 2, 1], num_labels=4, **({"embed_dims": sizes} if name == "SwiftFormer" else {"hidden_sizes": sizes}))
+    model = getattr(transformers, f"{name}ForImageClassification")(config)
+    loss = model(pixel_values=torch.randn(2, 3, 64, 64), labels=torch.tensor([0, 1])).loss
+    findings = check(loss, model, backward=True, top_memory=0)
+    assert [f.subject for f in findings if f.code == "grad_norm_outlier"] == []
+    # SwiftFormer's w_g goes through a softmax over one element, whose gradient is exactly zero: a true finding.
+    assert {f.code for f in findings if f.severity != "info"} <= {"grad_zero"}

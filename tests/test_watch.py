@@ -17,9 +17,9 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from graphviz_autograd import Finding, OptionError, InputTypeError, make_dot, record, walk, watch
+from graphviz_autograd import Finding, OptionError, InputTypeError, check, make_dot, record, walk, watch
 from graphviz_autograd.checks.diagnosis import CODES
-from graphviz_autograd.training.watching import HISTOGRAM_BINS, HISTOGRAM_EDGES, module_output_nodes
+from graphviz_autograd.training.watching import HISTOGRAM_BINS, HISTOGRAM_EDGES, module_output_nodes, parameter_nodes
 
 
 class Net(nn.Module):
@@ -283,8 +283,12 @@ def test_a_layer_whose_units_die_is_found_with_its_step():
     w2 = train(model, 5, {"every": 1})
     dead = [f for f in w2.findings() if f.code == "dead_units"]
     assert [f.subject for f in dead] == ["act#2"]
-    assert "100% of its outputs are zero from the first logged step" in dead[0].message
-    assert dead[0].nodes == module_output_nodes(w2.graph())["act#2"]
+    assert dead[0].message.startswith("act#2: 100% of its outputs are zero, 100% of its units zero for every input")
+    assert "at every logged step from the first (0 to 4)" in dead[0].message
+    # The gradients it stops are named in it, and its nodes are its output's, then those parameters'.
+    assert "the gradients of fc1.weight, fc1.bias, fc2.weight, fc2.bias, head.weight are exactly zero as well" in dead[0].message
+    output = module_output_nodes(w2.graph())["act#2"]
+    assert dead[0].nodes[: len(output)] == output and len(dead[0].nodes) > len(output)
 
 
 def test_nan_first_seen_names_the_step_and_the_first_module():
@@ -299,11 +303,15 @@ def test_nan_first_seen_names_the_step_and_the_first_module():
             model(torch.randn(4, 4)).sum().backward()
             opt.step()
             opt.zero_grad()
-    found = {(f.subject, f.message.split(" at step ")[1][:1]) for f in w.findings() if f.code == "nonfinite_seen"}
-    # fc2 makes the first output holding NaN, the first ReLU's output is the first (backward) to get a
-    # NaN gradient, through fc2's weight, which holds it; fc1's weight gets it.
-    assert found == {("fc2", "2"), ("act", "2"), ("fc1.weight", "2"), ("fc2.weight", "2")}
-    assert all(f.severity == "error" for f in w.findings() if f.code == "nonfinite_seen")
+    # One cause, one finding: fc2 makes the first output holding NaN; in it, the first ReLU's output
+    # is the first (backward) to get a NaN gradient, through fc2's weight, which holds it; fc1's weight gets it.
+    (found,) = w.findings()
+    assert (found.severity, found.code, found.subject) == ("error", "nonfinite_seen", "fc2")
+    assert found.message.startswith("fc2: first seen at step 2: NaN/Inf in the output of module 'fc2'")
+    for place in ("of the output of module 'act'", "in parameter 'fc2.weight'", "fc1.weight: its gradient (or its norm) holds NaN"):
+        assert place in found.message
+    graph_nodes = module_output_nodes(w.graph())
+    assert set(graph_nodes["fc2"]) <= set(found.nodes)
     assert json.loads(json.dumps(w.to_dict()))["statistics"]["activation_abs_max"]["fc2"][2] == "nan"
 
 
@@ -318,7 +326,8 @@ def test_saturated_tanh_tiny_updates_and_a_vanishing_gradient_are_found():
     assert ("saturated", "1") in found
     assert ("update_ratio", "3.weight") in found  # a learning rate of 1e-9 barely moves it
     span = [f for f in w.findings() if f.code == "grad_norm_span"]
-    assert len(span) == 1 and "at step 0" in span[0].message and "shrinks toward the input" in span[0].message
+    assert len(span) == 1 and "at every logged step from the first (0 to 3)" in span[0].message
+    assert span[0].message.startswith("the gradient shrinks toward the input: 1 layer (0)")
 
 
 def test_a_gradient_norm_that_grows_over_steps_is_found():
@@ -395,10 +404,12 @@ def test_a_layer_that_dies_during_training_and_the_gradients_it_stops_are_found(
             opt.step()
             opt.zero_grad()
     messages = {(f.code, f.subject): f.message for f in w.findings()}
-    assert messages[("dead_units", "act#2")].startswith("act#2: 100% of its outputs are zero since step 6 (")
-    # Nothing reaches the layers before it: their gradients are zero from that step on.
-    zero = messages[("grad_norm_trend", "fc1.weight")]
-    assert "gradient of fc1.weight is zero since step 6" in zero
+    assert messages[("dead_units", "act#2")].startswith("act#2: 100% of its outputs are zero, ")
+    assert "since step 6 (not at step 4; until step 10)" in messages[("dead_units", "act#2")]
+    # Nothing reaches the layers before it: their gradients are zero from that step on, said in the same finding.
+    assert "the gradients of fc1.weight, fc1.bias, fc2.weight, fc2.bias, head.weight are exactly zero as well" \
+        in messages[("dead_units", "act#2")]
+    assert not any(code == "grad_zero" for code, _ in messages)
 
 
 def test_histograms_count_a_sample_of_a_large_tensor_or_every_element():
@@ -439,8 +450,11 @@ def test_the_example_of_the_docs_finds_its_dying_layer(capsys):
     example = runpy.run_path(str(Path(__file__).resolve().parent.parent / "examples" / "dying_layer.py"))
     w = example["main"]()
     printed = capsys.readouterr().out
-    assert printed.startswith("warning: [dead_units] 3: 100% of its outputs are zero since step 100")
-    assert {(f.code, f.subject) for f in w.findings()} >= {("dead_units", "3"), ("grad_norm_trend", "0.weight")}
+    assert printed.startswith("warning: [dead_units] 3: 100% of its outputs are zero, 100% of its units zero for every input")
+    assert "since step 100 (not at step 90; until step 290)" in printed
+    # One cause, one finding: the gradients the dead units stop are named in it.
+    assert [(f.code, f.subject) for f in w.findings()] == [("dead_units", "3")]
+    assert "the gradients of 0.weight, 0.bias, 2.weight, 2.bias, 4.weight are exactly zero as well" in printed
     docs = (Path(__file__).resolve().parent.parent / "docs" / "watching.md").read_text(encoding="utf-8")
     assert printed.splitlines()[0] in docs  # the docs show what it prints
 
@@ -533,3 +547,93 @@ def test_a_module_that_returns_its_childs_output_has_its_numbers_unless_it_chang
         assert values["1.fc"] != values["1"], statistic
     assert logged.values["activation_abs_max"]["1"] == pytest.approx(2 * logged.values["activation_abs_max"]["1.fc"])
     assert logged.histograms["activation"][""] == logged.histograms["activation"]["1"]
+
+
+# --- one rule set with check(), and no false alarm ---------------------------------------------
+
+
+class FunctionalRelu(nn.Module):
+    """Three layers with torch.relu between them: no ReLU module whose output watch() could see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def test_a_layer_dead_from_the_first_step_is_found_by_watch_as_check_finds_it():
+    torch.manual_seed(0)
+    model = FunctionalRelu()
+    with torch.no_grad():
+        model.fc1.bias.fill_(-50.0)  # relu(fc1(x)) is zero for every input from the start
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    zero_in_check = {f.subject for f in check((model(x) - y).pow(2).mean(), model, backward=True) if f.code == "grad_zero"}
+    assert zero_in_check == {"fc1.weight", "fc1.bias", "fc2.weight"}
+    w = train(model, 30, {"every": 1})
+    (finding,) = [f for f in w.findings() if f.severity != "info"]
+    assert (finding.code, finding.subject) == ("grad_zero", "fc1.weight")
+    assert "3 parameters take part in the forward but their gradient is exactly zero (fc1.weight, fc1.bias, fc2.weight)" in finding.message
+    assert "at every logged step from the first (0 to 29)" in finding.message
+    params = {name for name, ids in parameter_nodes(w.graph()).items() if set(ids) & set(finding.nodes)}
+    assert params == zero_in_check
+
+
+def test_a_run_that_diverges_to_nan_is_one_error_and_no_unit_counts_as_dead():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
+    w = train(model, 30, {"every": 1}, lr=10.0)
+    assert any(not math.isfinite(v) for v in w.latest("activation_abs_max").values())  # it did diverge
+    found = [(f.severity, f.code) for f in w.findings()]
+    assert found and all(item == ("error", "nonfinite_seen") for item in found)
+
+
+def test_log_of_a_negative_value_is_a_nan_not_dead_units():
+    class Logged(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 8)
+            self.act = nn.ReLU()
+            self.head = nn.Linear(8, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.act(torch.log(self.fc(x))))  # log of a negative: NaN
+
+    torch.manual_seed(0)
+    w = train(Logged(), 4, {"every": 1})
+    assert {f.code for f in w.findings()} == {"nonfinite_seen"}
+
+
+def test_a_parameter_initialised_to_zero_has_no_update_ratio_rather_than_an_infinite_one():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    with torch.no_grad():
+        for layer in (model[0], model[2]):
+            layer.bias.zero_()  # as transformers initialise them
+    w = train(model, 3, {"every": 1})
+    assert "0.bias" not in w.latest("update_ratio", step=0) and "0.bias" in w.latest("update_ratio", step=1)
+    overlay = w.overlay("update_ratio", step=0)
+    assert all(math.isfinite(v) for v in overlay.values.values())  # nothing to paint as NaN/Inf
+    stepped = next(o for o in w.overlays_over_steps() if o.name == "update_ratio")
+    assert all(v is None or math.isfinite(v) for series in stepped.series.values() for v in series)
+    assert w.findings() == []
+    assert "inf" not in json.dumps(w.to_dict()["statistics"]["update_ratio"])
+
+
+def test_a_layernorm_gelu_net_that_fits_its_data_gets_no_finding():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 1))
+    x = torch.randn(64, 4)
+    y = x[:, :1] * 0.5 - x[:, 1:2]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with watch(model, optimizer=opt, every=10) as w:
+        for _ in range(400):
+            loss = (model(x) - y).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    assert loss.item() < 0.01  # it fit the data: its gradients shrank by decades
+    norms = w.series("grad_norm")["0.weight"]
+    assert math.log10(norms[0] / norms[-1]) > 1.5
+    assert [f for f in w.findings() if f.severity != "info"] == []

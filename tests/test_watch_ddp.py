@@ -46,6 +46,8 @@ def run_rank(rank: int, world: int, port: int, out: str) -> None:
                 opt.zero_grad()
         written = reduced.save_json(Path(out) / "reduced.json")
         each.save_json(Path(out) / "each.json")
+        # The page's choice of rank: every rank's series, gathered as each step was logged.
+        (Path(out) / f"timeline{rank}.json").write_text(json.dumps(each.timeline().get("ranks")), encoding="utf-8")
         (Path(out) / f"rank{rank}.txt").write_text(str(written), encoding="utf-8")
         fully_sharded(Path(out))
         dist.barrier()
@@ -121,7 +123,7 @@ def test_statistics_are_reduced_over_ranks_and_rank_0_writes_one_file(tmp_path):
                 proc.wait()
     assert [proc.returncode for proc in procs] == [0, 0], "\n".join(outputs)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "each.json", "fsdp.json", "plain_norms.json", "rank0.txt", "rank1.txt", "reduced.json"
+        "each.json", "fsdp.json", "plain_norms.json", "rank0.txt", "rank1.txt", "reduced.json", "timeline0.json", "timeline1.json"
     ]
     assert (tmp_path / "rank1.txt").read_text() == "None"  # only rank 0 wrote
     reduced = json.loads((tmp_path / "reduced.json").read_text())
@@ -148,3 +150,10 @@ def test_statistics_are_reduced_over_ranks_and_rank_0_writes_one_file(tmp_path):
     sharded = json.loads((tmp_path / "fsdp.json").read_text())
     plain = json.loads((tmp_path / "plain_norms.json").read_text())
     assert {name: values[0] for name, values in sharded["statistics"]["grad_norm"].items()} == pytest.approx(plain, rel=1e-5)
+    # The page's choice of rank: every rank holds every rank's series, as save_json writes them.
+    for rank in range(2):
+        timeline = json.loads((tmp_path / f"timeline{rank}.json").read_text())
+        assert len(timeline) == 2
+        for r in range(2):
+            assert timeline[r]["statistics"]["activation_mean"] == each["ranks"][r]["statistics"]["activation_mean"]
+            assert timeline[r]["histograms"]["activation"]["0"] == each["ranks"][r]["histograms"]["activation"]["0"]

@@ -83,3 +83,88 @@ def test_the_step_slider_recolours_the_page_and_the_details_show_each_statistic_
             assert page.errors == []
         finally:
             browser.close()
+
+
+def test_the_details_follow_the_step_slider_and_the_histograms_have_axes(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    w = train(Net(), 16, {"every": 2})
+    path = w.save(tmp_path / "run.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            details = page.page.locator("#details")
+            page.box("fc1").click()  # opened at the last step, 14
+            titles_late = details.locator("svg.sparkline title").all_text_contents()
+            assert any(t.endswith("at step 14") for t in titles_late)
+            facts_late = details.locator("dl.facts").first.text_content()
+            page.page.locator("#step").fill("0")
+            assert page.page.locator("#step-value").text_content() == "0"
+            titles_early = details.locator("svg.sparkline title").all_text_contents()
+            assert titles_early and not any("at step 14" in t for t in titles_early)
+            assert any(t.endswith("at step 0") for t in titles_early)
+            assert details.locator("dl.facts").first.text_content() != facts_late  # the numbers of step 0
+            # The chosen step is marked on the step axis of each line and histogram.
+            assert set(details.locator("text.axis-label.now").all_text_contents()) <= {"0"}
+            histogram = details.locator("svg.histograms").first
+            box = histogram.bounding_box()
+            assert box["width"] >= 250 and box["height"] >= 120  # large enough to read
+            labels = histogram.locator("text.axis-label").all_text_contents()
+            assert {"1e-8", "1e0", "1e4"} <= set(labels) and {"0", "14"} <= set(labels)  # magnitude up, steps across
+            page.page.keyboard.press("]")  # a parameter's details follow the step as well
+            page.page.locator("#step").fill("3")
+            page.search("fc1.weight")
+            page.page.locator("#hits li button, #hits button").first.click()
+            assert "fc1.weight" in details.text_content()
+            page.page.locator("#step").fill("5")
+            assert any(t.endswith("at step 10") for t in details.locator("svg.sparkline title").all_text_contents())
+            assert page.errors == []
+        finally:
+            browser.close()
+
+
+def test_with_several_ranks_the_page_offers_a_choice_of_rank(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    from graphviz_autograd import explore
+
+    # Two runs on different data stand for two ranks (watch(ranks='each') gathers them so).
+    w = train(Net(), 8, {"every": 2})
+    other = train(Net(), 8, {"every": 2}, seed=1)
+    timeline = w.timeline()
+    timeline["ranks"] = [
+        {key: record[key] for key in ("statistics", "histograms")} for record in (w.timeline(), other.timeline())
+    ]
+    path = explore(w.graph(), overlays=w.overlays_over_steps(), timeline=timeline, title="two ranks").save(tmp_path / "ranks.html")
+    norms = [record["statistics"]["output_grad_norm"]["fc1"] for record in timeline["ranks"]]
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            details = page.page.locator("#details")
+            page.box("fc1").click()
+            assert page.page.locator("#rank option").all_text_contents() == ["all 2", "0", "1"]
+            assert details.locator("svg.sparkline path.other-rank").count() >= 5  # every rank's line
+
+            def grad_line_title() -> str:
+                index = details.locator(".timeline-name").all_text_contents().index("output grad norm")
+                return details.locator("svg.sparkline").nth(index).locator("title").text_content()
+
+            both = grad_line_title()
+            titles = []
+            for rank in (1, 0):
+                page.page.select_option("#rank", str(rank))
+                assert details.locator("svg.sparkline path.other-rank").count() == 0
+                titles.append(grad_line_title())
+            assert len({both, *titles}) == 3  # each rank's own range, and both ranks' together
+            # Both ranks' range is the span of each rank's.
+            ranges = [float(x) for t in titles for x in t.split("; ")[0].removeprefix("from ").split(" to ")]
+            together = [float(x) for x in both.split("; ")[0].removeprefix("from ").split(" to ")]
+            assert together == pytest.approx([min(ranges), max(ranges)], rel=1e-2)
+            assert max(norms[0] + norms[1]) == pytest.approx(max(ranges), rel=1e-2)
+            assert page.errors == []
+        finally:
+            browser.close()

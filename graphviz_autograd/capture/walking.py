@@ -175,6 +175,17 @@ def _failure_graph(
     return graph
 
 
+# The name of a leaf that is a view of a tensor without gradient no one named: data a
+# forward made require grad (Wav2Vec2's feature encoder does, on its input), no weight.
+UNNAMED_DATA_VIEW = "data (view)"
+
+
+def _views_data(tensor: torch.Tensor) -> bool:
+    """Whether a leaf is a view of a tensor that carries no gradient (data, not a weight)."""
+    base = getattr(tensor, "_base", None)
+    return base is not None and not base.requires_grad
+
+
 class _GcPause:
     """Pauses the cyclic garbage collector while any walk runs, in any thread.
 
@@ -491,6 +502,8 @@ class _Walker:
         name = self.parameter_names.get(key)
         if name is None and self.parameter_names:
             name = view_name(tensor, self.parameter_names)  # an input's view on which the forward set requires_grad
+            if name is None and _views_data(tensor):
+                name = UNNAMED_DATA_VIEW  # the same, of an input no one named (no recorder)
         owner = ""
         if self.recorder is not None:
             # A named tensor belongs to the module that owns it; an unnamed one to the module

@@ -15,7 +15,6 @@ subject (a parameter name, a module path, the reason of a cut).
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -29,17 +28,28 @@ from ..capture.naming import Params, named_tensors, parameter_names
 from ..capture.walking import walk
 from ..graph.descriptions import format_bytes, shape_text
 from ..views.overlays import Overlay, saved_bytes_by_op, severity_value
+from .rules import (
+    DEAD_UNITS,
+    FROZEN_PARAMETER,
+    GRAD_MISSING,
+    UNUSED_PARAMETER,
+    DEFAULT_DECADES,
+    GRAD_NONFINITE,
+    GRAD_NORM_OUTLIER,
+    GRAD_NORM_SPAN,
+    GRAD_NORM_TREND,
+    GRAD_ZERO,
+    NONFINITE_SEEN,
+    SATURATED,
+    UPDATE_RATIO,
+    StepEvidence,
+    judge,
+)
 
 
 # Finding codes.
 UNREGISTERED_LEAF = "unregistered_leaf"
-UNUSED_PARAMETER = "unused_parameter"
-FROZEN_PARAMETER = "frozen_parameter"
 GRADIENT_CUT = "gradient_cut"
-GRAD_NONFINITE = "grad_nonfinite"
-GRAD_MISSING = "grad_missing"
-GRAD_ZERO = "grad_zero"
-GRAD_NORM_OUTLIER = "grad_norm_outlier"
 SAVED_MEMORY = "saved_memory"
 # The forward pass raised: the graph is the part that ran (a walked ForwardFailure).
 FORWARD_FAILED = "forward_failed"
@@ -47,13 +57,7 @@ FORWARD_FAILED = "forward_failed"
 NONFINITE_FORWARD = "nonfinite_forward"
 NONFINITE_BACKWARD = "nonfinite_backward"
 NONFINITE_STEP = "nonfinite_step"
-# Findings over time, from watch(): the step and the module are in the message.
-NONFINITE_SEEN = "nonfinite_seen"
-DEAD_UNITS = "dead_units"
-SATURATED = "saturated"
-GRAD_NORM_SPAN = "grad_norm_span"
-GRAD_NORM_TREND = "grad_norm_trend"
-UPDATE_RATIO = "update_ratio"
+# Modules put into a model after watch() started (training.watching).
 UNWATCHED_MODULE = "unwatched_module"
 
 CODES = (
@@ -101,10 +105,9 @@ INPUT_CUTS = {
 EXPECTED_INPUTS = {REQUIRES_GRAD_FALSE, INTEGER}
 FROZEN_CUT = "frozen"
 
-# A gradient norm this many powers of ten away from the median of its peers is flagged.
-DEFAULT_OUTLIER_DECADES = 3.0
-# Fewer parameters than this with a finite, non-zero gradient give no median to trust.
-MIN_PEERS = 3
+# A gradient norm this many powers of ten away from the median of its peers is flagged
+# (checks/rules.py holds the rules of gradients, for check() and watch() alike).
+DEFAULT_OUTLIER_DECADES = DEFAULT_DECADES
 DEFAULT_TOP_MEMORY = 5
 
 
@@ -114,7 +117,8 @@ class Finding(NamedTuple):
     ``severity`` is ``"error"``, ``"warning"`` or ``"info"``; ``code`` one of
     :data:`CODES`; ``nodes`` the ids of the graph nodes it points at (empty when
     what it is about is not in the graph, such as an unused parameter);
-    ``subject`` what it is about in the model's words.
+    ``subject`` what it is about in the model's words; ``step``, for a finding over
+    training steps (from ``watch()``), the first step it held at.
 
     >>> Finding("warning", "grad_zero", "fc.weight: gradient is zero", ("n5",), "fc.weight").to_dict()["nodes"]
     ['n5']
@@ -125,15 +129,19 @@ class Finding(NamedTuple):
     message: str
     nodes: tuple[str, ...] = ()
     subject: str = ""
+    step: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "severity": self.severity,
             "code": self.code,
             "message": self.message,
             "nodes": list(self.nodes),
             "subject": self.subject,
         }
+        if self.step is not None:
+            data["step"] = self.step
+        return data
 
 
 class Findings(list):
@@ -242,7 +250,7 @@ def failing(findings: Iterable[Finding], fail_on: str) -> list[Finding]:
     """The findings whose severity is ``fail_on`` or worse (``"warning"``: errors and warnings).
 
     >>> failing([Finding("info", "saved_memory", "m"), Finding("error", "grad_nonfinite", "w: NaN")], "warning")
-    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='')]
+    [Finding(severity='error', code='grad_nonfinite', message='w: NaN', nodes=(), subject='', step=None)]
     """
     _check_severity(fail_on)
     worst = SEVERITIES.index(fail_on)
@@ -283,10 +291,12 @@ def examine_graph(
         findings += unused
         findings += _frozen_findings(known, index)
     # A cut that leaves no parameter without a path to the outputs keeps none from
-    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning.
-    harmless = bool(known.parameters) and not unused
-    findings += _cut_findings(index, harmless)
-    findings += _escape_findings(known, harmless)
+    # learning (a target, a stop-gradient on purpose): worth knowing, not a warning. Nor
+    # is a cut in one module while the unused parameters are in modules beside it (an
+    # unused pooler beside a straight-through estimator): what it stops is not theirs.
+    stranded = [f.subject.rpartition(".")[0] for f in unused] if known.parameters else None
+    findings += _cut_findings(index, stranded)
+    findings += _escape_findings(known, stranded)
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -575,11 +585,25 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
     return findings
 
 
-def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
+def _harmless(module: str, stranded: Optional[Sequence[str]]) -> bool:
+    """Whether a cut in ``module`` keeps no parameter from learning: ``stranded`` are the
+    modules of the parameters without a path to the outputs (None: parameters unknown). A
+    cut can strand only those in its module, within it or around it."""
+    if stranded is None:
+        return False
+    return not any(_nested(module, other) for other in stranded)
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether module path ``a`` is ``b``, inside it or around it ('' is around all)."""
+    return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) -> list[Finding]:
     """One finding per distinct cut (reason, label, module), pointing at all its nodes.
 
-    ``harmless``: every trainable parameter still reaches the outputs, so a cut
-    that would stop gradients is info rather than a warning.
+    A cut that would stop gradients is info rather than a warning when it strands no
+    parameter (see :func:`_harmless`).
     """
     groups: dict[tuple[str, str, str], list[str]] = {}
     for node in index.graph.nodes:
@@ -589,6 +613,7 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
     for (reason, text, module), nodes in groups.items():
         where = f"in {module}" if module else "at the top level"
         subject = text or reason
+        harmless = _harmless(module, stranded)
         if reason in STOPPING_CUTS:
             cut = STOPPING_CUTS[reason]
             if text.startswith("torch.tensor("):
@@ -597,9 +622,11 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
                 cut = f"{text}: {cut}"
             fix = KEEP_GRADIENT.get(reason, "remove it")
             if harmless:
+                still = ("every parameter still gets a gradient along another path" if not stranded
+                         else "the parameters without a gradient are in other modules")
                 message = (
-                    f"{cut} ({where}), but every parameter still gets a gradient along "
-                    f"another path: fine for a target, a mask or a stop-gradient; {fix} if that was not the intent."
+                    f"{cut} ({where}), but {still}: fine for a target, a mask or a stop-gradient; "
+                    f"{fix} if that was not the intent."
                 )
                 severity = INFO
             else:
@@ -618,7 +645,7 @@ def _cut_findings(index: _GraphIndex, harmless: bool = False) -> list[Finding]:
     return findings
 
 
-def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
+def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) -> list[Finding]:
     """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
     groups: dict[tuple[str, str, str], int] = {}
     for escape in known.escapes:
@@ -628,10 +655,12 @@ def _escape_findings(known: _KnownTensors, harmless: bool) -> list[Finding]:
         what = f"{name}{call}" if name and call.startswith(".") else f"{call[:-1]}{name})" if name else call
         where = f"in {module}" if module else "at the top level"
         times = f" ({count} times)" if count > 1 else ""
+        harmless = _harmless(module, stranded)
         if harmless:
             message = (
                 f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
-                f"every parameter still gets one along another path, so fine if intended."
+                f"{'every parameter still gets one along another path' if not stranded else 'the parameters without one are in other modules'}, "
+                "so fine if intended."
             )
         else:
             message = (
@@ -689,7 +718,9 @@ def _gradient_findings(
     outlier_decades: float,
 ) -> list[Finding]:
     findings = []
-    norms: dict[int, float] = {}
+    norms: dict[str, float] = {}
+    counts: dict[str, tuple[int, int]] = {}
+    rounding: dict[str, float] = {}
     for key, names in known.groups.items():
         if not known.tensors[key].requires_grad:
             continue
@@ -717,59 +748,92 @@ def _gradient_findings(
         if health is None:
             continue
         nonfinite, norm = health
+        norms[name] = math.nan if nonfinite else norm
         if nonfinite:
-            findings.append(Finding(
-                ERROR, GRAD_NONFINITE,
-                f"{name}: {nonfinite} of {grad.numel()} gradient values are NaN or Inf; an optimizer step "
-                f"would write them into the weights. Look for NaN inputs, log(0), division by zero or overflow.",
-                nodes, name))
-        elif norm == 0.0:
-            findings.append(Finding(
-                WARNING, GRAD_ZERO,
-                f"{name} of {known.module_of(name)} takes part in the forward but its gradient is exactly zero "
-                f"(a dead ReLU, a multiplication by zero, a mask): it will not change.",
-                nodes, name))
-        else:
-            norms[key] = norm
-    if len(norms) >= MIN_PEERS:
-        logs = {key: math.log10(norm) for key, norm in norms.items()}
-        median = statistics.median(logs.values())
-        for key, log in logs.items():
-            distance = log - median
-            if abs(distance) <= outlier_decades:
-                continue
-            name = known.groups[key][0]
-            if -distance > _rounding_decades(grads[key]):
-                findings.append(Finding(
-                    INFO, GRAD_ZERO,
-                    f"{name}: gradient norm {norms[key]:.2e} is {-distance:.1f} decades below the median of "
-                    f"{len(norms)} parameters ({10 ** median:.2e}), too far for anything but rounding: the loss does "
-                    f"not depend on it (as with the key bias of an attention, which shifts every score of a softmax "
-                    f"alike, or a bias that a batch norm after it takes away).",
-                    index.nodes_of(known.groups[key]) if index is not None else (), name))
-                continue
-            direction = "above" if distance > 0 else "below"
-            hint = "exploding: clip gradients or lower the learning rate" if distance > 0 else "vanishing"
-            findings.append(Finding(
-                WARNING, GRAD_NORM_OUTLIER,
-                f"{name}: gradient norm {norms[key]:.2e} is {abs(distance):.1f} decades {direction} the median "
-                f"of {len(norms)} parameters ({10 ** median:.2e}); {hint}.",
-                index.nodes_of(known.groups[key]) if index is not None else (), name))
+            counts[name] = (nonfinite, grad.numel())
+        rounding[name] = _rounding_decades(grad)
+    evidence = StepEvidence(
+        grad_norms=norms,
+        layers=_layers(known),
+        peers=_peer_roles(known),
+        owners={name: known.module_of(name) for name in norms},
+        rounding=rounding,
+        nonfinite={"gradient": [name for name in norms if name in counts]},
+        counts=counts,
+    )
+    keys = {names[0]: key for key, names in known.groups.items()}
+    for condition in judge(evidence, outlier_decades):
+        nodes = tuple(
+            node for name in condition.points_at if name in keys and index is not None
+            for node in index.nodes_of(known.groups[keys[name]])
+        )
+        findings.append(Finding(condition.severity, condition.code, f"{condition.text}; {condition.advice}.", nodes, condition.subject))
     return findings
 
 
+def _layers(known: _KnownTensors) -> list[tuple[str, list[str]]]:
+    """Modules holding parameters (by their first names), in the model's order of definition,
+    which is the order most forwards run them in."""
+    layers: dict[str, list[str]] = {}
+    if known.model is not None:
+        for path, module in known.model.named_modules():
+            if any(True for _ in module.parameters(recurse=False)):
+                layers[path] = []
+    for key, names in known.groups.items():
+        if known.tensors[key].requires_grad:
+            layers.setdefault(names[0].rpartition(".")[0], []).append(names[0])
+    return [(path, names) for path, names in layers.items() if names]
+
+
+def _peer_roles(known: _KnownTensors) -> dict[str, str]:
+    if known.model is None:
+        return {}
+    types = {path: type(module).__name__ for path, module in known.model.named_modules()}
+    return peer_roles([names[0] for names in known.groups.values()], types)
+
+
+def peer_roles(names: Sequence[str], types: Mapping[str, str]) -> dict[str, str]:
+    """Each parameter's role among alike blocks: its name with the index of each block in
+    a list of alike blocks written ``*``; '' for a parameter in no such list. ``types``
+    maps each module path to its class name. The gradients of one role are compared with
+    each other: a block behind a small layer scale is not held against a stem or a head.
+
+    >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "head": "Linear"}
+    >>> peer_roles(["h.0.weight", "h.1.weight", "head.weight"], types)
+    {'h.0.weight': 'h.*.weight', 'h.1.weight': 'h.*.weight', 'head.weight': ''}
+    """
+    roles = {}
+    for pattern, members in repeated_module_patterns([n.rpartition(".")[0] for n in names], types).items():
+        if "*" in pattern:
+            for path in members:
+                roles[path] = pattern
+    return {
+        name: f"{roles[name.rpartition('.')[0]]}.{name.rpartition('.')[2]}" if name.rpartition(".")[0] in roles else ""
+        for name in names
+    }
+
+
 def _rounding_decades(grad: Optional[torch.Tensor]) -> float:
-    """How many decades below its peers a gradient is rounding alone: two less than the
-    digits its dtype holds (4.9 for float32, 0.1 for bfloat16).
+    if grad is None:
+        return math.inf
+    return rounding_decades(grad.dtype)
+
+
+def rounding_decades(dtype: torch.dtype) -> float:
+    """How many decades below its peers a gradient of ``dtype`` is rounding alone: two less
+    than the digits its dtype holds (4.9 for float32, 0.1 for bfloat16).
 
     A gradient that is zero in exact arithmetic (the key bias of an attention, a bias a
     batch norm takes away) comes out of backward() as the rounding error of long sums of
     larger terms, some 5 to 10 decades below the others in float32: no vanishing
     gradient, which shrinks a few decades a layer.
+
+    >>> round(rounding_decades(torch.float32), 1)
+    4.9
     """
-    if grad is None or not grad.is_floating_point():
+    if not dtype.is_floating_point:
         return math.inf
-    return -math.log10(torch.finfo(grad.dtype).eps) - 2.0
+    return -math.log10(torch.finfo(dtype).eps) - 2.0
 
 
 # --- memory ------------------------------------------------------------------------
@@ -847,6 +911,9 @@ def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> 
     >>> types = {"h": "ModuleList", "h.0": "Block", "h.1": "Block", "f": "Sequential", "f.0": "Conv", "f.1": "ReLU"}
     >>> repeated_module_patterns(["h.0", "h.1", "f.0", "f.1"], types)
     {'h.*': ['h.0', 'h.1'], 'f.0': ['f.0'], 'f.1': ['f.1']}
+    >>> stages = {"s": "ModuleList", "s.0": "ModuleList", "s.1": "ModuleList", "s.0.0": "Layer", "s.1.0": "Layer", "s.1.1": "Layer"}
+    >>> repeated_module_patterns(["s.0.0", "s.1.0", "s.1.1"], stages)
+    {'s.*.*': ['s.0.0', 's.1.0', 's.1.1']}
     """
     children: dict[str, set[str]] = {}
     for path, type_name in types.items():
@@ -857,8 +924,9 @@ def repeated_module_patterns(paths: Iterable[str], types: Mapping[str, str]) -> 
     members: dict[str, list[str]] = {}
     for path in paths:
         parts = path.split(".") if path else []
-        for i, part in enumerate(parts):
-            if part.isdigit() and ".".join(parts[:i]) in alike:
+        original = list(parts)  # a list of lists (stages of blocks): each index is judged by its own parent
+        for i, part in enumerate(original):
+            if part.isdigit() and ".".join(original[:i]) in alike:
                 parts[i] = "*"
         pattern = ".".join(parts)
         # A pattern of indices alone (a Sequential of blocks: '*') says nothing a reader could find.
@@ -980,6 +1048,8 @@ __all__ = [
     "given_overlays",
     "gradient_overlay",
     "gradient_norms",
+    "peer_roles",
+    "rounding_decades",
     "raise_on",
     "saved_bytes_by_module",
 ]

@@ -47,7 +47,6 @@ from dataclasses import replace
 
 import math
 import os
-import statistics
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -57,21 +56,27 @@ import torch
 from ..capture.naming import named_tensors
 from ..capture.recording import COMPILED_NOTE, ModuleCalls, Recorder, record
 from ..capture.walking import walk
-from ..checks.diagnosis import (
-    DEAD_UNITS,
-    ERROR,
-    GRAD_NORM_SPAN,
-    GRAD_NORM_TREND,
-    INFO,
-    NONFINITE_SEEN,
-    SATURATED,
-    UNWATCHED_MODULE,
+from ..checks.diagnosis import ERROR, INFO, NONFINITE_SEEN, UNWATCHED_MODULE, WARNING, Finding, peer_roles, rounding_decades
+from ..checks.rules import (
+    GRAD_NORM_OUTLIER,
     UPDATE_RATIO,
-    WARNING,
-    Finding,
+    UPDATE_RATIO_RANGE,
+    DEAD_UNITS,
+    GRAD_ZERO,
+    MOST_STEPS,
+    DEFAULT_DECADES,
+    SATURATED,
+    Condition,
+    Held,
+    StepEvidence,
+    gradient_trend,
+    judge,
+    nonfinite_values,
+    over_steps,
 )
 from ..drawing.rendering import check_writable, write_atomic
 from ..errors import GraphvizAutogradError, InputTypeError, OptionError
+from ..graph.style import SEVERITIES
 from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
 from .measures import (
@@ -102,11 +107,14 @@ _BATCH_HISTOGRAMS = frozenset({"activation", "output_grad"})
 
 DEFAULT_EVERY = 10
 DEFAULT_KEEP = 1000
-# Findings over time.
-DEFAULT_DECADES = 3.0  # a gradient norm changing by more powers of ten than this, across layers or steps
-DEAD_ZERO_FRACTION = 0.95  # outputs this much zero: the units have died
-SATURATED_FRACTION = 0.9  # tanh/sigmoid outputs this much at their bounds: saturated
-UPDATE_RATIO_RANGE = (1e-5, 1e-1)  # the usual range of ‖Δw‖/‖w‖ per step, around 1e-3
+# Where each statistic that can hold NaN/Inf is seen (the places of checks/rules.py's nonfinite_values).
+_NONFINITE_PLACES = {
+    "activation_abs_max": "output",
+    "output_grad_norm": "output_gradient",
+    "param_norm": "parameter",
+    "grad_norm": "gradient",
+}
+_PLACE_NAMES = {"output": "outputs", "output_gradient": "their gradients", "parameter": "parameters", "gradient": "gradients"}
 # Module types whose outputs have bounds, and the bounds.
 _BOUNDED = {"Tanh": (-1.0, 1.0), "Sigmoid": (0.0, 1.0), "Hardtanh": (-1.0, 1.0), "Softsign": (-1.0, 1.0)}
 RANKS = ("reduce", "each")
@@ -116,11 +124,14 @@ _compiling = torch.compiler.is_compiling
 
 class LoggedStep(NamedTuple):
     """What one logged step measured: ``values[statistic][module call or parameter]`` and
-    ``histograms[kind][module call or parameter]`` (counts per bin of :data:`HISTOGRAM_EDGES`)."""
+    ``histograms[kind][module call or parameter]`` (counts per bin of :data:`HISTOGRAM_EDGES`);
+    with ``ranks='each'`` under torch.distributed, ``by_rank`` holds every rank's (values,
+    histograms), rank by rank, for the page's choice of rank."""
 
     step: int
     values: dict[str, dict[str, float]]
     histograms: dict[str, dict[str, tuple[int, ...]]]
+    by_rank: tuple[tuple[dict[str, dict[str, float]], dict[str, dict[str, tuple[int, ...]]]], ...] = ()
 
 
 class Watcher:
@@ -424,7 +435,13 @@ class Watcher:
         flat, layout = measures.flat()
         numbers = self._across_ranks(flat, layout).tolist()  # the one move to the host of this step
         values, counts = layout.read(numbers)
-        logged = LoggedStep(self.step_count, values, counts)
+        # ‖Δw‖/‖w‖ of a parameter that was zero (a bias initialised to zero) is no number:
+        # left out, not an infinity for the page to paint as NaN/Inf.
+        ratios, norms = values.get("update_ratio"), values.get("param_norm", {})
+        if ratios:
+            for name in [name for name in ratios if norms.get(name) == 0.0]:
+                del ratios[name]
+        logged = LoggedStep(self.step_count, values, counts, self._every_rank(values, counts))
         self._note_nonfinite(logged)
         self._note_unwatched()
         self._note_unseen(values)
@@ -476,8 +493,18 @@ class Watcher:
         averaged = torch.where(torch.tensor(summed_counts, device=backend_device), summed, summed / world)
         return torch.where(largest, biggest, averaged).to(flat.device)
 
+    def _every_rank(self, values: dict[str, dict[str, float]], counts: dict[str, dict[str, tuple[int, ...]]]) -> tuple:
+        """With ``ranks='each'`` under torch.distributed, every rank's numbers of this step (each
+        rank calls this at the same logged steps); else none."""
+        if self.ranks != "each" or _world_size() == 1:
+            return ()
+        gathered: list[Any] = [None] * _world_size()
+        torch.distributed.all_gather_object(gathered, (values, counts))
+        return tuple(gathered)
+
     def _note_nonfinite(self, logged: LoggedStep) -> None:
-        for stat in ("activation_abs_max", "output_grad_norm", "param_norm", "grad_norm"):
+        """Keep, for each statistic, the first logged step (kept or not) that held NaN/Inf and where."""
+        for stat in _NONFINITE_PLACES:
             if stat in self._nonfinite:
                 continue
             keys = [key for key, value in logged.values.get(stat, {}).items() if not math.isfinite(value)]
@@ -625,7 +652,29 @@ class Watcher:
         """What the explorer page shows of each module call and parameter over the steps:
         :meth:`to_dict`'s steps, statistics and histograms, and the histogram bins."""
         data = self.to_dict()
-        return {key: data[key] for key in ("steps", "statistics", "histograms", "histogram_edges", "histogram_of")}
+        timeline = {key: data[key] for key in ("steps", "statistics", "histograms", "histogram_edges", "histogram_of")}
+        if self._log and self._log[0].by_rank:
+            # ranks='each': every rank's series too, for the page's choice of rank.
+            timeline["ranks"] = [self._series_of_rank(rank) for rank in range(len(self._log[0].by_rank))]
+        return timeline
+
+    def _series_of_rank(self, rank: int) -> dict[str, Any]:
+        """One rank's statistics and histograms over the kept steps, as :meth:`to_dict` writes them."""
+        steps = [logged.by_rank[rank] if rank < len(logged.by_rank) else ({}, {}) for logged in self._log]
+        statistics_data = {}
+        for stat in STATISTICS:
+            keys = {key: None for values, _ in steps for key in values.get(stat, {})}
+            if keys:
+                statistics_data[stat] = _jsonable({key: [values.get(stat, {}).get(key) for values, _ in steps] for key in keys})
+        histogram_data = {}
+        for kind in HISTOGRAMS:
+            keys = {key: None for _, counts in steps for key in counts.get(kind, {})}
+            if keys:
+                histogram_data[kind] = {
+                    key: [list(c) if (c := counts.get(kind, {}).get(key)) is not None else None for _, counts in steps]
+                    for key in keys
+                }
+        return {"statistics": statistics_data, "histograms": histogram_data}
 
     def page(self, graph: Optional[AutogradGraph] = None, title: Optional[str] = None) -> Any:
         """The explorer page of :meth:`graph` with a step axis: a slider chooses the logged step
@@ -703,26 +752,86 @@ class Watcher:
     # --- findings over time ---
 
     def findings(self, graph: Optional[AutogradGraph] = None, decades: float = DEFAULT_DECADES) -> list[Finding]:
-        """What the record says about training, as :func:`~graphviz_autograd.checks.diagnosis.check`
-        says it: NaN/Inf first seen, dying units, saturated tanh/sigmoid outputs, a gradient
-        norm that spans more than ``decades`` powers of ten across layers or changes by more
-        across steps, update ratios outside :data:`UPDATE_RATIO_RANGE`. Each message names the
-        module or parameter and the step. With ``graph`` (or :meth:`graph`, when there is
-        one), ``nodes`` holds the ids each finding points at."""
+        """What the record says about training, by the rules :func:`~graphviz_autograd.checks.diagnosis.check`
+        judges one step by (``checks/rules.py``), judged at every kept logged step: zero or
+        missing gradients, frozen parameters the optimizer holds, dead units, saturated
+        tanh/sigmoid outputs, gradients that vanish through a run of layers (more than
+        ``decades`` powers of ten) or stand far from their peers, update ratios outside
+        ``UPDATE_RATIO_RANGE``; over the steps, gradients that grew by more than ``decades``;
+        and NaN/Inf first seen, after which no other rule reads a step. A condition that holds
+        over a run of steps up to the last is one finding, its ``step`` the run's first; one
+        cause is one finding. With ``graph`` (or :meth:`graph`, when there is one), ``nodes``
+        holds the ids each finding points at.
+
+        >>> import torch
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.Linear(4, 1))
+        >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> with watch(model, optimizer=opt, every=1) as w:
+        ...     for _ in range(3):
+        ...         (model(torch.randn(8, 2)) * 0).sum().backward()
+        ...         opt.step(); opt.zero_grad()
+        >>> [(f.code, f.subject, f.step) for f in w.findings()]
+        [('grad_zero', '0.weight', 0)]
+        """
         if graph is None:
             graph = self._graph
         outputs = module_output_nodes(graph) if graph is not None else {}
         params = parameter_nodes(graph) if graph is not None else {}
-        found = (
-            self._nonfinite_findings(outputs, params)
-            + self._dead_findings(outputs)
-            + self._saturated_findings(outputs)
-            + self._span_findings(outputs, decades)
-            + self._trend_findings(params, decades)
-            + self._update_findings(params)
-            + self._unwatched_findings()
-        )
-        return sorted(found, key=lambda f: f.severity != ERROR)
+
+        def nodes(condition: Condition) -> tuple[str, ...]:
+            found: list[str] = []
+            for key in condition.points_at:
+                for node_id in outputs.get(key, ()) + params.get(key, ()):
+                    if node_id not in found:
+                        found.append(node_id)
+            return tuple(found)
+
+        judged = self._judged_steps()
+        held = _one_per_cause(_innermost(over_steps([(evidence.step, judge(evidence, decades)) for evidence in judged])))
+        series = {
+            name: [(evidence.step, evidence.grad_norms[name]) for evidence in judged
+                   if 0 < evidence.grad_norms.get(name, 0.0) < math.inf]
+            for name in self.series("grad_norm")
+        }
+        trends = gradient_trend(series, decades)
+        found = []
+        nonfinite = self._nonfinite_finding(nodes)
+        if nonfinite is not None:
+            # What led up to it (updates too large for their weights, gradients that grew) is its
+            # cause, said in it: one cause, one finding.
+            too_fast = [h for h in held if h.condition.code == UPDATE_RATIO and h.condition.value > UPDATE_RATIO_RANGE[1]]
+            above = [h for h in held if h.condition.code == GRAD_NORM_OUTLIER]
+            held = [h for h in held if h not in too_fast and h not in above]
+            lead = []
+            if too_fast:
+                largest = max(too_fast, key=lambda h: h.condition.value)
+                lead.append(f"{len(too_fast)} weight{'s' if len(too_fast) > 1 else ''} changed by up to "
+                            f"{largest.condition.value:.2g} of {'their' if len(too_fast) > 1 else 'its'} norm per step "
+                            f"({largest.condition.subject})")
+            if above:
+                lead.append(f"the gradient norm of {_listed_names([h.condition.subject for h in above])} "
+                            f"{'was' if len(above) == 1 else 'were'} far from the others'")
+            if trends:
+                largest_trend = max(trends, key=lambda c: c.value)
+                lead.append(f"gradient norms grew by up to {largest_trend.value:.1f} powers of ten ({largest_trend.subject})")
+                trends = []
+            if lead:
+                last = judged[-1].step if judged else nonfinite.message
+                nonfinite = nonfinite._replace(message=f"{nonfinite.message[:-1]}. Before it (to step {last}): {'; '.join(lead)}.")
+            found.append(nonfinite)
+        for item in held:
+            condition = item.condition
+            found.append(Finding(
+                condition.severity, condition.code, f"{condition.text}, {_when(item)}; {condition.advice}.",
+                nodes(condition), condition.subject, item.since,
+            ))
+        for condition in trends:
+            found.append(Finding(
+                condition.severity, condition.code, f"{condition.text}; {condition.advice}.", nodes(condition),
+                condition.subject, series[condition.subject][0][0],
+            ))
+        found += self._unwatched_findings()
+        return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
 
     def _unwatched_findings(self) -> list[Finding]:
         if not self._unwatched:
@@ -738,169 +847,149 @@ class Watcher:
             (), names[0],
         )]
 
-    def _nonfinite_findings(self, outputs: Mapping[str, tuple[str, ...]], params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
-        found = []
-        for stat, (step, keys) in self._nonfinite.items():
-            is_module = stat in MODULE_STATISTICS
-            # The first output made holding NaN/Inf: where it started (a model's own output comes last).
-            ordered = sorted(keys, key=lambda k: self._output_order.get(k, 0)) if is_module else keys
+    def _nonfinite_finding(self, nodes: Callable[[Condition], tuple[str, ...]]) -> Optional[Finding]:
+        """NaN/Inf, by the rule of non-finite values (checks/rules.py: ``nonfinite_values``), as one
+        finding: the first logged step (kept or not) that held any, and where it was first seen
+        then, in the order a step makes them (an output, an output's gradient in backward order,
+        a parameter, a gradient); the places it reached later are listed in it."""
+        if not self._nonfinite:
+            return None
+        first_step = min(step for step, _ in self._nonfinite.values())
+        conditions: list[Condition] = []
+        later: list[str] = []
+        for stat in _NONFINITE_PLACES:
+            if stat not in self._nonfinite:
+                continue
+            step, keys = self._nonfinite[stat]
+            ordered = list(keys)
+            if stat in MODULE_STATISTICS:  # the first output made holding NaN/Inf: where it started
+                ordered.sort(key=lambda k: self._output_order.get(k, 0))
             if stat == "output_grad_norm":  # the backward pass meets the last module first
                 ordered.reverse()
-            first = ordered[0]
-            more = f" (and {len(ordered) - 1} more)" if len(ordered) > 1 else ""
-            what = {
-                "activation_abs_max": "in the output of module",
-                "output_grad_norm": "in the gradient of the output of module",
-                "param_norm": "in parameter",
-                "grad_norm": "in the gradient of parameter",
-            }[stat]
-            name = first or "model"
-            found.append(Finding(
-                ERROR, NONFINITE_SEEN,
-                f"{name}: NaN/Inf first seen at step {step}, {what} {name!r}{more}; look at what it computes "
-                "(a division, log or exp) and at the learning rate before that step.",
-                (outputs if is_module else params).get(first, ()), first,
-            ))
-        return found
-
-    def _first_crossing(self, statistic: str, threshold: float) -> list[tuple[str, int, float, float, int]]:
-        """(key, first kept step at or above ``threshold`` and still there at the last, value then, value
-        at the first step, place) for each module call whose ``statistic`` ends at or above it."""
-        crossings = []
-        for key, values in self.series(statistic).items():
-            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
-            if not measured or measured[-1][1] < threshold:
+            place = _NONFINITE_PLACES[stat]
+            found = nonfinite_values(StepEvidence(step=step, nonfinite={place: ordered}))
+            if not found:
                 continue
-            index = len(measured) - 1
-            while index > 0 and measured[index - 1][1] >= threshold:
-                index -= 1
-            step, value = measured[index]
-            crossings.append((key, step, value, measured[0][1], self._call_order.get(key, 0)))
-        crossings.sort(key=lambda c: c[4])
-        # A module whose output is one of its children's (a Sequential ending in the ReLU) adds nothing.
-        return [c for c in crossings if not any(o[0].startswith(c[0] + ".") and o[1:4] == c[1:4] for o in crossings if o is not c)]
-
-    def _crossings(
-        self, outputs: Mapping[str, tuple[str, ...]], statistic: str, bound: float, code: str,
-        message: Callable[[str, float, str], str],
-    ) -> list[Finding]:
-        """A warning for each module call whose ``statistic`` has crossed ``bound`` and stayed
-        past it: ``message(key, value, since)`` says what it means."""
-        found = []
-        for key, step, value, first, _ in self._first_crossing(statistic, bound):
-            since = "from the first logged step" if step == self.steps[0] else f"since step {step} ({first:.0%} at step {self.steps[0]})"
-            found.append(Finding(WARNING, code, message(key, value, since), outputs.get(key, ()), key))
-        return found
-
-    def _dead_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
-        dead_units = {k: v for k, v in self.latest("activation_dead_fraction").items()} if self._log else {}
-
-        def message(key: str, value: float, since: str) -> str:
-            units = dead_units.get(key)
-            unit_text = f", {units:.0%} of its units zero for every input" if units is not None else ""
-            return (f"{key or 'model'}: {value:.0%} of its outputs are zero {since}{unit_text}: its units have died and "
-                    "pass no gradient; look at the bias and initialisation of the layer before it, or lower the learning rate.")
-
-        return self._crossings(outputs, "activation_zero_fraction", DEAD_ZERO_FRACTION, DEAD_UNITS, message)
-
-    def _saturated_findings(self, outputs: Mapping[str, tuple[str, ...]]) -> list[Finding]:
-        def message(key: str, value: float, since: str) -> str:
-            kind = self._module_types.get(module_of_call(key), "")
-            return (f"{key}: {value:.0%} of its {kind} outputs sit at their bounds {since}: saturated units pass almost no "
-                    "gradient; scale down the inputs to it (a normalisation before it, a smaller initialisation).")
-
-        return self._crossings(outputs, "activation_saturated_fraction", SATURATED_FRACTION, SATURATED, message)
-
-    def _span_findings(self, outputs: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
-        for logged in self._log:
-            norms = {
-                path: value for path, value in logged.values.get("output_grad_norm", {}).items()
-                if module_of_call(path) in self._layers and value > 0 and math.isfinite(value)
-            }
-            if len(norms) < 2:
-                continue
-            largest = max(norms, key=norms.__getitem__)
-            smallest = min(norms, key=norms.__getitem__)
-            span = math.log10(norms[largest] / norms[smallest])
-            if span <= decades:
-                continue
-            earlier = self._call_order.get(smallest, 0) < self._call_order.get(largest, 0)
-            how = "shrinks toward the input" if earlier else "grows toward the input"
-            return [Finding(
-                WARNING, GRAD_NORM_SPAN,
-                f"{smallest}: at step {logged.step} the gradient of its output has norm {norms[smallest]:.3g}, "
-                f"{span:.1f} powers of ten below {largest} ({norms[largest]:.3g}): the gradient {how}; "
-                "look for a saturating or dying layer between them, or add normalisation or residual paths.",
-                outputs.get(smallest, ()) + outputs.get(largest, ()), smallest,
-            )]
-        return []
-
-    def _trend_findings(self, params: Mapping[str, tuple[str, ...]], decades: float) -> list[Finding]:
-        # module -> (change in decades, message), the largest change among its parameters; a gradient
-        # that fell to zero and stayed there is the largest of all.
-        worst: dict[str, tuple[float, str, str]] = {}
-        for name, values in self.series("grad_norm").items():
-            measured = [(self._log[i].step, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
-            positive = [(step, v) for step, v in measured if v > 0]
-            if len(measured) < 2 or not positive:
-                continue
-            module = name.rpartition(".")[0]
-            first_step, first = positive[0]
-            if measured[-1][1] == 0:
-                index = len(measured) - 1
-                while index > 0 and measured[index - 1][1] == 0:
-                    index -= 1
-                message = (
-                    f"{module or 'model'}: the gradient of {name} is zero since step {measured[index][0]} "
-                    f"({first:.3g} at step {first_step}): no gradient reaches it any more; look for units that died before or after it."
-                )
-                change = -math.inf
+            if step == first_step:
+                conditions.append(found[0]._replace(text=found[0].text + (
+                    f" (and {len(ordered) - 1} more)" if place == "gradient" and len(ordered) > 1 else "")))
             else:
-                last_step, last = positive[-1]
-                change = math.log10(last / first)
-                if abs(change) <= decades:
-                    continue
-                how = "grew" if change > 0 else "shrank"
-                advice = "lower the learning rate or clip gradients" if change > 0 else "look for units that died or saturated (findings of their own)"
-                message = (
-                    f"{module or 'model'}: the gradient norm of {name} {how} by {abs(change):.1f} powers of ten, from "
-                    f"{first:.3g} at step {first_step} to {last:.3g} at step {last_step}; {advice}."
-                )
-            if abs(change) > abs(worst.get(module, (0.0, "", ""))[0]):
-                worst[module] = (change, name, message)
-        return [
-            Finding(WARNING, GRAD_NORM_TREND, message, params.get(name, ()), name)
-            for _, name, message in worst.values()
-        ]
+                later.append(f"{_PLACE_NAMES[place]} from step {step}")
+        first = conditions[0]
+        also = [c.text for c in conditions[1:]]
+        if also:
+            later.insert(0, "then " + "; ".join(also))
+        more = f" ({'; '.join(later)})" if later else ""
+        return Finding(
+            ERROR, NONFINITE_SEEN,
+            f"{first.subject or 'model'}: first seen at step {first_step}: {first.text}{more}; {first.advice}.",
+            tuple(n for c in conditions for n in nodes(c)), first.subject, first_step,
+        )
 
-    def _update_findings(self, params: Mapping[str, tuple[str, ...]]) -> list[Finding]:
-        low, high = UPDATE_RATIO_RANGE
-        shapes = {name: p.dim() for name, p in self.model.named_parameters()}
-        grads = self.series("grad_norm")
-        found = []
-        for name, values in self.series("update_ratio").items():
-            if shapes.get(name, 0) < 2:  # biases and norms' scales start at 0 or 1: the rule is for weights
-                continue
-            # A step that did not move a parameter with a gradient counts (the learning rate is too
-            # small to change its float32 values, or the optimizer does not hold it); one without, not.
-            moved = grads.get(name, [None] * len(values))
-            measured = [
-                (self._log[i].step, v) for i, v in enumerate(values)
-                if v is not None and math.isfinite(v) and (v > 0 or (moved[i] or 0.0) > 0)
-            ]
-            if not measured:
-                continue
-            median = statistics.median(v for _, v in measured)
-            if low <= median <= high:
-                continue
-            what = "barely changes: raise its learning rate" if median < low else "changes too fast to settle: lower its learning rate"
-            found.append(Finding(
-                WARNING, UPDATE_RATIO,
-                f"{name.rpartition('.')[0] or 'model'}: {name} changes by {median:.2g} of its norm per step (median "
-                f"over steps {measured[0][0]}..{measured[-1][0]}), outside the usual {low:g}..{high:g} (about 1e-3): it {what}.",
-                params.get(name, ()), name,
+    def _judged_steps(self) -> list[StepEvidence]:
+        """The kept logged steps as the rules read them, up to the first that held NaN/Inf:
+        from there on every number is suspect, and none is read as zero, dead or saturated."""
+        first_nonfinite = min((step for step, _ in self._nonfinite.values()), default=None)
+        order = {path: place for place, path in enumerate(self.module_calls)}
+        defined = list(self._module_types)
+        layers = sorted(self._layers, key=lambda path: (order.get(path, len(order)), defined.index(path)))
+        trainable = [(name, p) for name, p in self.model.named_parameters() if p.requires_grad]
+        roles = peer_roles([name for name, _ in trainable], self._module_types)
+        weights = {name for name, p in trainable if p.dim() >= 2}
+        rounding = {name: rounding_decades(p.dtype) for name, p in trainable}
+        owners = {
+            name: f"{path} ({self._module_types.get(path, '')})" if path else "the model"
+            for name, _ in trainable for path in (name.rpartition(".")[0],)
+        }
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        held = [p for group in (self.optimizer.param_groups if self.optimizer is not None else ()) for p in group["params"]]
+        held_frozen = [names[id(p)] for p in held if id(p) in names and not p.requires_grad]
+        judged = []
+        for logged in self._log:
+            if first_nonfinite is not None and logged.step >= first_nonfinite:
+                break
+            values = logged.values
+            grads = {name: (v if math.isfinite(v) else math.nan) for name, v in values.get("grad_norm", {}).items()}
+            calls: dict[str, dict[str, float]] = {}
+            for stat in MODULE_STATISTICS:
+                for call, value in values.get(stat, {}).items():
+                    calls.setdefault(call, {})[stat] = value
+            judged.append(StepEvidence(
+                step=logged.step,
+                grad_norms=grads,
+                layers=[(path, [n for n in grads if n.rpartition(".")[0] == path]) for path in layers],
+                peers=roles,
+                owners=owners,
+                rounding=rounding,
+                outputs=calls,
+                update_ratios={n: v for n, v in values.get("update_ratio", {}).items() if n in weights},
+                param_norms=values.get("param_norm", {}),
+                trainable=[name for name, _ in trainable] if grads else (),
+                ran=frozenset(module_of_call(call) for call in calls),
+                held_frozen=held_frozen,
             ))
-        return found
+        return judged
+
+
+def _when(held: Held) -> str:
+    """When a condition held over the steps judged, in words."""
+    if held.condition.code in MOST_STEPS:
+        return f"at {held.times} of the logged steps {held.first} to {held.last}, the first at step {held.since}"
+    if held.before is None:
+        return f"at every logged step from the first ({held.first} to {held.last})" if held.first != held.last else f"at step {held.first}"
+    return f"since step {held.since} (not at step {held.before}; until step {held.last})"
+
+
+def _listed_names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _one_per_cause(held: list[Held]) -> list[Held]:
+    """Zero gradients that began at one step, as one finding: the dead units that began
+    then, when some did (the gradients they stop are theirs), else the first parameter's,
+    naming the others."""
+    zero = [h for h in held if h.condition.code == GRAD_ZERO and h.condition.severity == WARNING]
+    if not zero:
+        return held
+    starts: dict[int, list[Held]] = {}
+    for h in zero:
+        starts.setdefault(h.since, []).append(h)
+    kept = [h for h in held if h not in zero]
+    for since, group in starts.items():
+        names = [n for h in group for n in h.condition.points_at]
+        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        cause = next((h for h in kept if h.condition.code == DEAD_UNITS and h.since == since), None)
+        if cause is not None:
+            place = kept.index(cause)
+            c = cause.condition
+            kept[place] = cause._replace(condition=c._replace(
+                text=f"{c.text} (the gradient{'s' if len(names) > 1 else ''} of {listed} "
+                     f"{'are' if len(names) > 1 else 'is'} exactly zero as well)",
+                points_at=c.points_at + tuple(names)))
+            continue
+        first = group[0]
+        if len(group) == 1:
+            kept.append(first)
+            continue
+        c = first.condition
+        kept.append(first._replace(condition=c._replace(
+            text=f"{len(names)} parameters take part in the forward but their gradient is exactly zero ({listed})",
+            points_at=tuple(names))))
+    return kept
+
+
+def _innermost(held: list[Held]) -> list[Held]:
+    """Leave out a module call whose output is one of its children's (a Sequential ending in
+    the ReLU that died): the same condition, since the same step, on a call inside it says it."""
+    by_output = [h for h in held if h.condition.code in (DEAD_UNITS, SATURATED)]
+    return [
+        h for h in held
+        if h not in by_output or not any(
+            o is not h and o.condition.code == h.condition.code and o.since == h.since
+            and (o.condition.subject.startswith(h.condition.subject + ".") or (not h.condition.subject and o.condition.subject))
+            for o in by_output
+        )
+    ]
 
 
 # ``with watch(model, ...) as w:``: the call that makes a Watcher reads as what it does.

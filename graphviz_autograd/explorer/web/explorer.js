@@ -666,7 +666,20 @@
     stepInput.value = String(stepIndex);
     stepText.textContent = String(STEPS[stepIndex]);
     buildMetrics();
+    var chosen = selected;
     open(current, { keepDetails: true, expanded: expanded });
+    // The details show the chosen step's numbers and mark it on their lines: drawn again,
+    // where the reader had scrolled them to; a node chosen stays chosen.
+    var scrolled = details.scrollTop;
+    if (chosen && chosen.kind === 'node') {
+      var item = view.refs.findIndex(function (ref, i) { return view.items[i].kind !== 'box' && ref === chosen.index; });
+      if (item >= 0) select(item); else showNodeDetails(chosen.index);
+    } else if (detailsOf.level !== undefined) {
+      showLevelDetails(detailsOf.level);
+    } else if (detailsOf.node !== undefined) {
+      showNodeDetails(detailsOf.node);
+    }
+    details.scrollTop = scrolled;
   }
 
   // --- statistics over training steps, in the details ------------------------------------
@@ -676,65 +689,135 @@
     return typeof value === 'string' ? Number(value.replace('nan', 'NaN')) : value;
   }
 
-  // A line of one statistic over the steps, the current step marked.
-  function sparkline(values) {
-    var width = 220, height = 36;
+  // Steps across: the first, the chosen and the last step written under an axis.
+  function stepAxis(svg, x, bottom, chosen) {
+    svg.appendChild(svgElement('line', { x1: x(0), x2: x(STEPS.length - 1), y1: bottom, y2: bottom, class: 'axis' }));
+    var marks = [0, STEPS.length - 1];
+    if (chosen !== 0 && chosen !== STEPS.length - 1) marks.push(chosen);
+    marks.forEach(function (i) {
+      var anchor = i === 0 ? 'start' : i === STEPS.length - 1 ? 'end' : 'middle';
+      var label = svgElement('text', { x: x(i), y: bottom + 11, 'text-anchor': anchor, class: i === chosen ? 'axis-label now' : 'axis-label' }, String(STEPS[i]));
+      svg.appendChild(label);
+    });
+  }
+
+  // A line of one statistic over the steps (steps across), the chosen step marked, its
+  // smallest and largest value written beside it.
+  function sparkline(values, others) {
+    var width = 300, height = 64, left = 46, bottom = height - 14;
     var points = values.map(numberOf);
-    var finite = points.filter(function (v) { return v !== null && isFinite(v); });
+    var lines = [points].concat((others || []).map(function (series) { return series.map(numberOf); }));
+    var finite = [];
+    lines.forEach(function (line) { line.forEach(function (v) { if (v !== null && isFinite(v)) finite.push(v); }); });
     var svg = svgElement('svg', { width: width, height: height, class: 'sparkline', viewBox: '0 0 ' + width + ' ' + height });
     if (!finite.length) { svg.appendChild(svgElement('text', { x: 2, y: 20 }, 'not measured')); return svg; }
     var low = Math.min.apply(null, finite), high = Math.max.apply(null, finite);
     var span = high - low || 1;
-    function x(i) { return points.length > 1 ? 2 + i * (width - 4) / (points.length - 1) : width / 2; }
-    function y(v) { return height - 4 - (v - low) / span * (height - 8); }
-    var path = '';
-    points.forEach(function (v, i) {
-      if (v === null || !isFinite(v)) return;
-      path += (path ? 'L' : 'M') + x(i).toFixed(1) + ',' + y(v).toFixed(1);
+    function x(i) { return points.length > 1 ? left + i * (width - left - 4) / (points.length - 1) : (left + width) / 2; }
+    function y(v) { return bottom - 3 - (v - low) / span * (bottom - 8); }
+    svg.appendChild(svgElement('line', { x1: left - 2, x2: left - 2, y1: 2, y2: bottom, class: 'axis' }));
+    svg.appendChild(svgElement('text', { x: left - 5, y: y(high) + 4, 'text-anchor': 'end', class: 'axis-label' }, high.toPrecision(3)));
+    if (high !== low) svg.appendChild(svgElement('text', { x: left - 5, y: y(low) + 2, 'text-anchor': 'end', class: 'axis-label' }, low.toPrecision(3)));
+    stepAxis(svg, x, bottom, stepIndex);
+    lines.slice().reverse().forEach(function (line, n) {  // the first (the rank chosen, or rank 0) drawn last, on top
+      var path = '';
+      line.forEach(function (v, i) {
+        if (v === null || !isFinite(v)) return;
+        path += (path ? 'L' : 'M') + x(i).toFixed(1) + ',' + y(v).toFixed(1);
+      });
+      svg.appendChild(svgElement('path', n === lines.length - 1 ? { d: path } : { d: path, class: 'other-rank' }));
     });
-    svg.appendChild(svgElement('path', { d: path }));
     var now = points[stepIndex];
     if (now !== null && now !== undefined && isFinite(now)) {
-      svg.appendChild(svgElement('circle', { cx: x(stepIndex), cy: y(now), r: 2.5 }));
+      svg.appendChild(svgElement('circle', { cx: x(stepIndex), cy: y(now), r: 3 }));
     }
     svg.appendChild(svgElement('title', {}, 'from ' + low.toPrecision(3) + ' to ' + high.toPrecision(3) +
-      (now !== null && now !== undefined ? '; ' + Number(now).toPrecision(3) + ' at step ' + STEPS[stepIndex] : '')));
+      (now !== null && now !== undefined ? '; ' + Number(now).toPrecision(3) + ' at step ' + STEPS[stepIndex] : '; not measured at step ' + STEPS[stepIndex])));
     return svg;
   }
 
-  // A histogram over the steps: a column per step, a row per bin (log10 of the
-  // magnitude, small at the bottom), darker where more elements fall.
+  // A histogram over the steps: steps across, a row per bin of log10 of the magnitude
+  // up (small at the bottom, each power of ten written on the axis), darker where more
+  // elements fall; the chosen step's column outlined.
   function histogramOverTime(series, edges) {
-    var cell = Math.max(2, Math.min(8, Math.floor(220 / Math.max(series.length, 1))));
-    var bins = edges.length - 1, rowHeight = 3;
-    var svg = svgElement('svg', { width: series.length * cell, height: bins * rowHeight, class: 'histograms' });
+    var width = 300, left = 46, bins = edges.length - 1, rowHeight = 6;
+    var top = 4, bottom = top + bins * rowHeight, height = bottom + 14;
+    var cell = (width - left - 4) / Math.max(series.length, 1);
+    function x(i) { return left + i * cell; }
+    var svg = svgElement('svg', { width: width, height: height, class: 'histograms', viewBox: '0 0 ' + width + ' ' + height });
     series.forEach(function (counts, i) {
       if (!counts) return;
       var most = Math.max.apply(null, counts) || 1;
       counts.forEach(function (count, b) {
         if (!count) return;
-        var rect = svgElement('rect', { x: i * cell, y: (bins - 1 - b) * rowHeight, width: cell, height: rowHeight });
+        var rect = svgElement('rect', { x: x(i), y: top + (bins - 1 - b) * rowHeight, width: Math.max(cell, 1), height: rowHeight });
         rect.style.opacity = String(0.15 + 0.85 * count / most);
-        if (i === stepIndex) rect.setAttribute('class', 'now');
         svg.appendChild(rect);
       });
     });
-    svg.appendChild(svgElement('title', {}, '1e' + edges[0] + ' to 1e' + edges[edges.length - 1] + ' (' + data.timeline.histogram_of + '), per step'));
+    svg.appendChild(svgElement('line', { x1: left - 2, x2: left - 2, y1: top, y2: bottom, class: 'axis' }));
+    edges.forEach(function (edge, b) {
+      if (edge !== Math.round(edge) || edge % 2) return;  // every second power of ten
+      var at = top + (bins - b) * rowHeight;
+      svg.appendChild(svgElement('line', { x1: left - 5, x2: left - 2, y1: at, y2: at, class: 'axis' }));
+      svg.appendChild(svgElement('text', { x: left - 7, y: at + 3, 'text-anchor': 'end', class: 'axis-label' }, '1e' + edge));
+    });
+    function centre(i) { return x(i) + cell / 2; }
+    stepAxis(svg, centre, bottom, stepIndex);
+    if (series[stepIndex]) {
+      svg.appendChild(svgElement('rect', { x: x(stepIndex), y: top, width: Math.max(cell, 1), height: bins * rowHeight, class: 'now' }));
+    }
+    svg.appendChild(svgElement('title', {}, 'magnitude from 1e' + edges[0] + ' to 1e' + edges[edges.length - 1] + ' (' + data.timeline.histogram_of +
+      ') up, steps across; step ' + STEPS[stepIndex] + ' outlined'));
     return svg;
+  }
+
+  // With several ranks (watch(ranks='each')): the rank whose numbers the details show, or
+  // 'all' (every rank's line, rank 0's on top; histograms summed over the ranks).
+  var rankChoice = 'all';
+
+  function rankRecords(record) {
+    if (!record.ranks) return [record];
+    return rankChoice === 'all' ? record.ranks : [record.ranks[Number(rankChoice)]];
+  }
+
+  function summed(list) {
+    var present = list.filter(Boolean);
+    if (present.length < 2) return present[0];
+    return present[0].map(function (counts, i) {
+      var columns = present.map(function (series) { return series[i]; }).filter(Boolean);
+      if (!columns.length) return null;
+      return columns[0].map(function (_, b) { return columns.reduce(function (total, c) { return total + c[b]; }, 0); });
+    });
+  }
+
+  function rankMenu(record) {
+    var label = element('label', { class: 'rank-choice' }, 'rank ');
+    var choose = element('select', { id: 'rank' });
+    choose.appendChild(element('option', { value: 'all' }, 'all ' + record.ranks.length));
+    record.ranks.forEach(function (_, r) { choose.appendChild(element('option', { value: String(r) }, String(r))); });
+    choose.value = rankChoice;
+    choose.addEventListener('change', function () {
+      rankChoice = choose.value;
+      if (detailsOf.level !== undefined) showLevelDetails(detailsOf.level); else if (detailsOf.node !== undefined) showNodeDetails(detailsOf.node);
+    });
+    label.appendChild(choose);
+    return label;
   }
 
   function timeline(key, kinds) {
     var record = data.timeline;
     if (!record) return null;
+    var records = rankRecords(record);
     var wrap = element('div', { class: 'timeline' });
     Object.keys(record.statistics).forEach(function (statistic) {
-      var values = record.statistics[statistic][key];
-      if (!values) return;
+      var lines = records.map(function (r) { return (r.statistics[statistic] || {})[key]; }).filter(Boolean);
+      if (!lines.length) return;
       wrap.appendChild(element('div', { class: 'timeline-name' }, statistic.replace(/_/g, ' ')));
-      wrap.appendChild(sparkline(values));
+      wrap.appendChild(sparkline(lines[0], lines.slice(1)));
     });
     kinds.forEach(function (kind) {
-      var series = (record.histograms[kind] || {})[key];
+      var series = summed(records.map(function (r) { return (r.histograms[kind] || {})[key]; }));
       if (!series) return;
       wrap.appendChild(element('div', { class: 'timeline-name' }, kind.replace(/_/g, ' ') + ' histogram over the steps'));
       wrap.appendChild(histogramOverTime(series, record.histogram_edges));
@@ -742,11 +825,16 @@
     if (!wrap.childNodes.length) return null;
     var box = element('div');
     box.appendChild(element('h3', {}, 'Over ' + plural(STEPS.length || record.steps.length, 'logged step')));
+    if (record.ranks) box.appendChild(rankMenu(record));
     box.appendChild(wrap);
     return box;
   }
 
+  // What the details show: {level: l} or {node: k}, drawn again when the step changes.
+  var detailsOf = {};
+
   function showLevelDetails(level) {
+    detailsOf = { level: level };
     details.textContent = '';
     var info = levels[level];
     details.appendChild(element('h2', {}, level === ROOT ? data.title : info.type));
@@ -773,6 +861,7 @@
   }
 
   function showNodeDetails(k) {
+    detailsOf = { node: k };
     adjacency();
     var node = nodes[k];
     details.textContent = '';
