@@ -227,6 +227,9 @@ class Watcher:
         self._logging = False  # whether the running step is logged
         self._measures = StepMeasures(histograms, histogram_sample)  # what the running logged step measured
         self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
+        self._step_inputs: Optional[tuple[tuple, dict]] = None  # what the logged step's forward pass was given
+        # Where the first NaN/Inf is born: (step, what find_nonfinite said of it run again, or None and why not).
+        self._origin: Optional[tuple[int, Any, str]] = None
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
         self._listeners: list[Callable[["Watcher", LoggedStep], None]] = []
         if page is not None:
@@ -260,6 +263,9 @@ class Watcher:
         for name, module in self.model.named_modules():
             self._hooks.append(module.register_forward_pre_hook(self._entering(name)))
             self._hooks.append(module.register_forward_hook(self._leaving(name, _BOUNDED.get(type(module).__name__))))
+        # The inputs of a logged step's forward pass, kept to the step's end: the step is run again
+        # on them, every value watched, if its numbers are the first to hold NaN/Inf.
+        self._hooks.append(self.model.register_forward_pre_hook(self._keep_inputs, with_kwargs=True))
         if self.optimizer is not None:
             self._hooks.append(self.optimizer.register_step_pre_hook(self._before_optimizer_step))
             self._hooks.append(self.optimizer.register_step_post_hook(self._after_optimizer_step))
@@ -282,6 +288,7 @@ class Watcher:
     def _clear_step(self) -> None:
         self._measures = self._measures.anew()
         self._before = {}
+        self._step_inputs = None
         self._started = False
         self._calls.restart()
 
@@ -388,9 +395,73 @@ class Watcher:
                 if param.requires_grad:
                     self._before[name] = _whole(param.detach()).clone()
 
+    def _keep_inputs(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        if (self._logging and self._step_inputs is None and self._origin is None and torch.is_grad_enabled()
+                and not _compiling()):
+            self._step_inputs = (args, kwargs)
+
+    def _look_for_origin(self) -> None:
+        """Before the optimizer's step of a logged step: when a gradient holds NaN or Inf (the first
+        time), run the step again with every value watched
+        (:func:`~graphviz_autograd.checks.nonfinite_origin.find_nonfinite`) on the inputs its forward
+        pass was given, while the parameters are still as that forward pass saw them, to say where
+        the NaN/Inf is born; everything is put back before the optimizer steps. Once per run; not
+        under torch.distributed, where one rank's forward pass run alone could wait for ever."""
+        inputs = self._step_inputs
+        if self._origin is not None or inputs is None:
+            return
+        grads = [p.grad.detach() for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+        if not grads:
+            return  # a step given a closure computes them inside optimizer.step()
+        with torch.no_grad():
+            # One number per gradient and one move to the host: NaN or Inf in any makes its norm so.
+            norms = [g.norm() for g in grads] if len({g.device for g in grads}) > 1 else torch._foreach_norm(grads)
+            if bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all()):
+                return
+        step = self.step_count
+        if _world_size() > 1:
+            self._origin = (step, None, "under torch.distributed the step is not run again")
+            return
+        from ..checks.nonfinite_origin import find_nonfinite
+
+        args, kwargs = inputs
+        logging, self._logging = self._logging, False  # the watcher's own hooks stay quiet meanwhile
+        try:
+            found = find_nonfinite(self.model, step=lambda: self.model(*args, **kwargs))
+            self._origin = (step, found, "")
+        except Exception as error:  # noqa: BLE001 - the training goes on; the finding says why
+            self._origin = (step, None, f"running it again raised {type(error).__name__}: {error}")
+        finally:
+            self._logging = logging
+
+    def _with_origin(self, finding: Finding, graph: Optional[AutogradGraph]) -> Finding:
+        """``finding`` (NaN/Inf seen) with where the NaN/Inf is born, as the step run again says it."""
+        if self._origin is None:
+            return finding
+        step, found, why = self._origin
+        if found is None:
+            return finding._replace(message=f"{finding.message} (Where it is born is not known: {why}.)")
+        if not found:
+            return finding._replace(message=(
+                f"{finding.message} Step {step} run again with every value watched made no NaN/Inf: it depends "
+                "on what the run does not repeat (the random state, an earlier step's side effects)."))
+        first = found[0]
+        nodes = finding.nodes
+        if graph is not None and first.nodes and found.graph is not None:
+            # The producer's node in this watcher's graph: the same op in the same module.
+            producer = found.graph.node(first.nodes[0])
+            same = [n.id for n in graph.nodes if n.label == producer.label and n.module == producer.module]
+            nodes = tuple(dict.fromkeys((*same[:1], *nodes)))
+        # Where it is born leads: the module whose output first held it is often the one after the op.
+        return finding._replace(
+            message=f"NaN/Inf first seen at step {step}, born here (the step run again with every value watched): "
+                    f"{first.message} What the watch saw at that step: {finding.message}",
+            nodes=nodes, subject=first.subject)
+
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._logging and self._inside:
             self._copy_parameters()
+            self._look_for_origin()
 
     def _after_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self._inside:
@@ -725,6 +796,8 @@ class Watcher:
             "histogram_of": "log10 of the magnitude",
             "histograms": histogram_data,
             "nonfinite": {stat: {"step": step, "where": keys} for stat, (step, keys) in self._nonfinite.items()},
+            "nonfinite_origin": None if self._origin is None or self._origin[1] is None else {
+                "step": self._origin[0], "findings": [f.to_dict() for f in self._origin[1]]},
             "ranks": self.ranks,
             "world_size": _world_size(),
         }
@@ -818,7 +891,7 @@ class Watcher:
             if lead:
                 last = judged[-1].step if judged else nonfinite.message
                 nonfinite = nonfinite._replace(message=f"{nonfinite.message[:-1]}. Before it (to step {last}): {'; '.join(lead)}.")
-            found.append(nonfinite)
+            found.append(self._with_origin(nonfinite, graph))
         for item in held:
             condition = item.condition
             found.append(Finding(
