@@ -306,8 +306,11 @@ def test_nan_first_seen_names_the_step_and_the_first_module():
     # One cause, one finding: fc2 makes the first output holding NaN; in it, the first ReLU's output
     # is the first (backward) to get a NaN gradient, through fc2's weight, which holds it; fc1's weight gets it.
     (found,) = w.findings()
-    assert (found.severity, found.code, found.subject) == ("error", "nonfinite_seen", "fc2")
-    assert found.message.startswith("fc2: first seen at step 2: NaN/Inf in the output of module 'fc2'")
+    # Run again with every value watched, the step names the weight that held the NaN before any op used it.
+    assert (found.severity, found.code, found.subject) == ("error", "nonfinite_seen", "fc2.weight")
+    assert found.message.startswith("NaN/Inf first seen at step 2, born here")
+    assert "fc2.weight of shape (8, 8) already holds 1 NaN before any op uses it" in found.message
+    assert "fc2: first seen at step 2: NaN/Inf in the output of module 'fc2'" in found.message
     for place in ("of the output of module 'act'", "in parameter 'fc2.weight'", "fc1.weight: its gradient (or its norm) holds NaN"):
         assert place in found.message
     graph_nodes = module_output_nodes(w.graph())

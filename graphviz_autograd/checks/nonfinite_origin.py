@@ -225,7 +225,8 @@ def _forward_finding(producer: Producer, node_of: dict[int, str], graph: Autogra
 
 def _source_finding(source: Producer) -> Finding:
     what = source.name or "an input"
-    fix = ("an earlier optimizer step wrote it: look at the learning rate and at the gradients of the steps before"
+    fix = ("an earlier optimizer step (or code outside the forward pass) wrote it: look at the learning rate and "
+           "at the gradients of the steps before"
            if "." in source.name else "clean the data (torch.nan_to_num, or drop the batch) before the model sees it")
     where = f" (first used {'in ' + source.module if source.module else 'at the top level'}" + (
         f", at {source.where})" if source.where else ")")
