@@ -124,3 +124,19 @@ def layout_name(t: torch.Tensor) -> str:
     if t.is_nested:
         return "nested"
     return str(t.layout).replace("torch.", "")
+
+
+def number_text(value: Any) -> str:
+    """How a number operand of an op is written: a Python number, or a 0-d tensor's value
+    when it is in host memory (``'0-d tensor'`` on a device, which would have to be read back).
+
+    >>> number_text(1e-06), number_text(2), number_text(torch.tensor(0.125)), number_text(True)
+    ('1e-06', '2', '0.125', 'True')
+    """
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu" or value.is_meta:
+            return "0-d tensor"
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.6g}"

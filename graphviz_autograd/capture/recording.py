@@ -44,6 +44,7 @@ from ..errors import InputTypeError
 from ..graph.autograd_graph import (
     BUFFER,
     CALL_MARK,
+    CONSTANT,
     DATA_ATTRIBUTE,
     DETACH,
     FROZEN,
@@ -56,7 +57,7 @@ from ..graph.autograd_graph import (
     module_of_call,
 )
 from .attribute_names import unregistered_tensors
-from .naming import layout_name, named_tensors
+from .naming import layout_name, named_tensors, number_text
 from .nonfinite_values import LIBRARY_DIRS, ForwardValues, call_name, short_path, user_frame
 
 
@@ -150,6 +151,9 @@ class Recorder:
         self._failing: Optional[tuple[ForwardFailure, BaseException]] = None
         self._last_result: Any = None  # what the latest call returned, while recording
         self._last_module = ""
+        # While recording: the model's modules by path, and the floats each keeps by one name.
+        self._module_objects: dict[str, torch.nn.Module] = {}
+        self._number_names: dict[str, dict[float, str]] = {}
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -209,6 +213,7 @@ class Recorder:
             for name, tensor in unregistered_tensors(self.model).items():
                 self._names.setdefault(id(tensor), name)
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
+            self._module_objects = dict(self.model.named_modules())
             for name, module in self.model.named_modules():
                 self._hooks.append(module.register_forward_pre_hook(self._enter_module(name)))
                 self._hooks.append(module.register_forward_hook(self._leave_module(name), always_call=True))
@@ -236,6 +241,8 @@ class Recorder:
             self._frozen_names = {}
             self._names = {}
             self._named_inputs = []
+            self._module_objects = {}
+            self._number_names = {}
 
     def _name_of(self, tensor: torch.Tensor) -> str:
         """The name the model gives ``tensor`` (a parameter, buffer or input), '' when it gives none."""
@@ -399,8 +406,14 @@ class Recorder:
         ordered = _SLOT_ORDER.get(func, list)(list(args)) + list(kwargs.values())
         tensors = [t for t in tree_leaves(ordered) if isinstance(t, torch.Tensor) and not t.requires_grad]
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
-        candidates = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
-        reasons = [self._reason(t, module) for t in candidates]
+        candidates: list = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
+        # A number among the operands (x * 1.0001, variance + eps) took a slot as a 0-d tensor:
+        # the operands that carry no gradient, numbers among them, when they are one per slot.
+        operands = [v for v in _flat(ordered[: len(args)]) if type(v) in _NUMBER_TYPES
+                    or (_is_tensor(v) and not v.requires_grad and (v.is_floating_point() or v.is_complex()))]
+        if len(operands) == len(slots) and len(operands) > len(differentiable):
+            candidates = operands
+        reasons = [self._operand_reason(v, module) for v in candidates]
         hidden = _HIDDEN_INPUTS.get(func)
         if hidden is not None:  # an input the op makes itself comes first among its slots
             reasons.insert(0, (REQUIRES_GRAD_FALSE, hidden, module))
@@ -414,6 +427,35 @@ class Recorder:
         for fn in new_nodes:
             if id(fn) in per_node:
                 fn.metadata[self.key] = (fn.metadata[self.key][0], tuple(per_node[id(fn)]))
+
+    def _operand_reason(self, value: Any, module: str) -> Reason:
+        """Why an operand without gradient carries none: a number (a Python number, or a 0-d
+        tensor with no reason of its own) is a constant of its op, with its value."""
+        if not _is_tensor(value):
+            return CONSTANT, self._constant_text(value, module), module
+        reason = self._reason(value, module)
+        if value.dim() == 0 and reason[0] == REQUIRES_GRAD_FALSE and not self._names.get(id(value)):
+            return CONSTANT, number_text(value), module
+        return reason
+
+    def _constant_text(self, value: Any, module: str) -> str:
+        """A number as an op shows it: ``variance_epsilon=1e-06`` when the running module
+        keeps it under one name (a float other than 0 and ±1, which many settings share),
+        else its value."""
+        text = number_text(value)
+        if type(value) is not float or value in (0.0, 1.0, -1.0):
+            return text
+        path = module_of_call(module)
+        names = self._number_names.get(path)
+        if names is None:
+            owner = self._module_objects.get(path)
+            found: dict[float, list[str]] = {}
+            for attribute, held in (vars(owner).items() if owner is not None else ()):
+                if type(held) is float and not attribute.startswith("_"):
+                    found.setdefault(held, []).append(attribute)
+            names = self._number_names[path] = {v: n[0] for v, n in found.items() if len(n) == 1}
+        name = names.get(value)
+        return f"{name}={text}" if name else text
 
     def _reason(self, tensor: torch.Tensor, module: str) -> Reason:
         """Why ``tensor`` (an input without gradient) carries none."""
@@ -628,6 +670,15 @@ def _tensors_in(args: tuple, kwargs: Optional[dict] = None) -> list[torch.Tensor
             else:
                 return _tree_tensors(args, kwargs)
     return found
+
+
+# The Python numbers an op takes as an operand (a bool is a flag more often than an operand).
+_NUMBER_TYPES = frozenset((int, float, complex))
+
+
+def _flat(args: Any) -> list[Any]:
+    """The values of ``args`` and of the lists and tuples among them, in order."""
+    return [item for value in args for item in (value if type(value) in (list, tuple) else (value,))]
 
 
 def _tree_tensors(args: tuple, kwargs: Optional[dict]) -> list[torch.Tensor]:

@@ -27,12 +27,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import (
-    NO_GRAD_LABEL, UNNAMED, describe, failed_call_lines, junction_lines, module_label_lines, shape_text, tensor_headline,
+    NO_GRAD_LABEL, UNNAMED, constant_lines, describe, failed_call_lines, junction_lines, module_label_lines, shape_text, tensor_headline,
 )
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, FAILED, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
-from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location
+from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants
 from ..views.junctions import Rerouted, graph_junctions
 from ..views.stacking import stacking_edges
 from ..graph.style import (
@@ -788,6 +788,10 @@ class _Writer:
             value = self.op_labels.get(node.label)
             if value is None:
                 value = self.op_labels[node.label] = self.quoted_id_or_label(node.label)
+            if node.attrs:  # its number operands under its name (x * 1.0001: "with 1.0001")
+                constants = op_constants(node)
+                if constants:
+                    return label([node.label, *constant_lines(constants, self.max_chars)], False)
             return value
         lines, left = self.label_lines(node)
         return label(lines, left)

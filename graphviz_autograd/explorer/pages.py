@@ -51,7 +51,7 @@ from ..errors import (
     RenderError,
 )
 from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, FAILED, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
-from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns
+from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
@@ -616,8 +616,10 @@ def _build_level(
             label = node.label
             if node.kind in (PARAMETER, LEAF) and prefix and label.startswith(prefix):
                 label = label[len(prefix):]
+            # An op's note is its number operands (x * 1.0001), which have no item of their own.
+            note = node.note if node.kind == NO_GRAD else ", ".join(op_constants(node)) if node.kind == OP else ""
             items.append((node.kind, label, _shape_text(node.shape) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
-                          node.note if node.kind == NO_GRAD else ""))
+                          note))
             refs.append(("n", key[1]))
         else:
             run = run_of[key[1]]
@@ -895,6 +897,8 @@ def _item_lines(item: list, templates: list[dict]) -> list[str]:
         return [_short(item[1] or "output"), item[2]]
     if kind == NO_GRAD:
         return [_short(item[1] or NO_GRAD_LABEL)]
+    if kind == OP and len(item) > 3 and item[3]:
+        return [_short(item[1]), _short(f"with {item[3]}")]
     return [_short(item[1])]
 
 

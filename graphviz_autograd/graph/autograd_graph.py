@@ -41,6 +41,11 @@ BUFFER = "buffer"  # a registered buffer
 REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant without requires_grad
 INTEGER = "integer"  # an integer or bool tensor
 INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one with gradient (x > 0, argmax(), .long())
+# A number operand (a Python scalar, a 0-d constant): no input of its own but part of its op.
+# A recorder notes it as a reason; the walk writes it into the op's attrs under CONSTANT_ATTR
+# (``('constant', 'variance_epsilon=1e-06')``) and draws no no-grad node for it.
+CONSTANT = "constant"
+CONSTANT_ATTR = "constant"
 
 # An op node whose forward call raised (Node.note): the failing call of a forward pass that
 # did not finish, drawn at the end of the graph up to it (see capture.recording.ForwardFailure).
@@ -48,6 +53,7 @@ FAILED = "failed"
 
 REASON_CODES = (
     DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER, INTEGER_RESULT,
+    CONSTANT,
 )
 # Inputs that never had a gradient to lose, as every model has: a summary view
 # (collapse) folds them away like unnamed ones.
@@ -153,6 +159,15 @@ def module_of_call(path: str) -> str:
 def _call_of(part: str) -> str:
     base, mark, number = part.rpartition(CALL_MARK)
     return base if mark and number.isdigit() else part
+
+
+def op_constants(node: "Node") -> list[str]:
+    """The number operands an op node holds (see CONSTANT_ATTR), as written: ``['1.0001']``.
+
+    >>> op_constants(Node("n1", OP, "AddBackward0", attrs=((CONSTANT_ATTR, "variance_epsilon=1e-06"),)))
+    ['variance_epsilon=1e-06']
+    """
+    return [value for key, value in node.attrs if key == CONSTANT_ATTR] if node.attrs else []
 
 
 def leaves_and_returns(inside: set, targets: Mapping[Any, Iterable[Any]]) -> bool:

@@ -18,7 +18,9 @@ import re
 from collections import Counter
 from typing import Iterable, Optional, Sequence
 
-from .autograd_graph import ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
+from .autograd_graph import (
+    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants,
+)
 
 # What common ops do, by the base name their backward node is named after.
 OP_MEANINGS = {
@@ -118,6 +120,20 @@ SAVED_NOTES = {
     "freed": "backward() already released its buffer",
     "modified in place": "an in-place op changed it after it was saved; backward() would fail on it",
 }
+
+
+# How a tooltip names a number operand of an op (x * 1.0001), which has no node of its own.
+CONSTANT_TEXT = "with the constant"
+
+
+def constant_lines(constants: Sequence[str], max_chars: int) -> list[str]:
+    """The label lines of an op's number operands, each cut to ``max_chars``.
+
+    >>> constant_lines(["variance_epsilon=1e-06"], 40), constant_lines(["1.0001", "2"], 40)
+    (['with variance_epsilon=1e-06'], ['with 1.0001, 2'])
+    """
+    text = "with " + ", ".join(constants)
+    return [text if len(text) <= max_chars else text[: max(max_chars - 3, 1)] + "..."]
 
 
 def base_op(label: str) -> str:
@@ -275,6 +291,7 @@ def describe(
         return failed_call_tooltip(node)
     if kind == OP:
         lines = describe_op(node.label)
+        lines += [f"{CONSTANT_TEXT} {text}" for text in op_constants(node)]
     elif kind == ACCUMULATE_GRAD:
         lines = [ACCUMULATE_GRAD_TEXT]
     elif kind == NO_GRAD:
