@@ -278,3 +278,12 @@ def test_expanded_views_are_shared_and_limited(gpt2_page):
     assert all(set(t["expanded"]) == {"skipped"} for t in limited["templates"] if "expanded" in t)
     with pytest.raises(OptionError, match="expand_limit must be a whole number"):
         explore(logits, recorder=recorder, expand_limit=-1)
+
+
+def test_a_tied_weight_shows_both_names_on_the_page(gpt2_page):
+    data = gpt2_page.data
+    (tied,) = [node for node in data["nodes"] if node.get("also")]
+    assert (tied["label"], tied["also"]) == ("transformer.wte.weight", ["lm_head.weight"])
+    drawn = [lines for template in data["templates"] for item, lines in zip(template["items"], template["labels"])
+             if item["kind"] == "parameter" and item["note"]]
+    assert drawn and all(lines[1] == "= lm_head.weight" for lines in drawn)

@@ -388,3 +388,29 @@ def test_a_walked_graph_whose_outputs_are_read_once_each_is_drawn_without_counti
     monkeypatch.setattr(AutogradGraph, "source_reads", counted)
     monkeypatch.setattr(AutogradGraph, "_count_repeated_reads", counted)
     assert to_dot(graph) == expected
+
+
+class _TiedModel(nn.Module):
+    """An embedding whose weight the output layer reads again, as GPT-2's lm_head does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(5, 3)
+        self.lm_head = nn.Linear(3, 5, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.wte(ids))
+
+
+def test_a_tied_weight_shows_every_name_it_goes_by():
+    model = _TiedModel()
+    out = model(torch.tensor([[1, 2]])).sum()
+    graph = walk(out, model)
+    (tied,) = [n for n in graph.nodes if n.kind == PARAMETER]
+    assert tied.label == "wte.weight" and tied.attrs == (("also", "lm_head.weight"),)
+    source = to_dot(graph)
+    assert "wte.weight\\n= lm_head.weight\\n(5, 3)" in source and "also named lm_head.weight" in source
+    # Named by a dict of named_parameters(), which drops the second name, it has one name only.
+    (single,) = [n for n in walk(out, dict(model.named_parameters())).nodes if n.kind == PARAMETER]
+    assert single.attrs == ()

@@ -30,7 +30,7 @@ from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, number_text, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, CONSTANT, CONSTANT_ATTR, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
+    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
     SAVED_BY, SAVED_TENSOR_OF,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
@@ -121,13 +121,14 @@ def walk(
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
-    names = parameter_names(params)
+    aliases: dict[int, list[str]] = {}
+    names = parameter_names(params, aliases)
     # With names asked for, the forward's arguments are named too, as the CLI names them.
     recorded_inputs = recorder.named_inputs() if recorder is not None and params is not None else ()
     for name, tensor in recorded_inputs:
         names.setdefault(id(tensor), name)
     deep_graphs.release_unreferenced()
-    walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
+    walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder, aliases)
     with _gc_paused:
         graph = walker.run(with_graph)
     if collect_sequence_numbers:
@@ -294,8 +295,11 @@ class _Walker:
         collect_saved: bool,
         collect_shapes: bool = False,
         recorder: Optional["Recorder"] = None,
+        aliases: Optional[dict[int, list[str]]] = None,
     ):
         self.parameter_names = parameter_names
+        # id -> the other names of a tensor under several (tied weights), as ALSO_NAMED attrs
+        self.aliases = {key: tuple((ALSO_NAMED, name) for name in names) for key, names in (aliases or {}).items()}
         self.params_given = params_given
         self.collect_saved = collect_saved
         self.collect_shapes = collect_shapes
@@ -571,8 +575,9 @@ class _Walker:
             # whose forward first used it (a tensor made there).
             owner = self.recorder.owner(name) if name else self.recorder.first_used_in(tensor)
         kind = LEAF if name is None else PARAMETER
+        also = self.aliases.get(key, ()) if self.aliases else ()
         if tensor.layout is not _STRIDED or tensor.is_nested:  # sparse, nested...: say so
-            self.contents.append((kind, name or "", *_tensor_meta(tensor), (), "", owner))
+            self.contents.append((kind, name or "", *_tensor_meta(tensor), also, "", owner))
             return index
         # _tensor_meta() spelled out: a model's every parameter comes here once a walk.
         # A strided tensor's sizes are plain ints (symbolic ones exist only while
@@ -585,7 +590,7 @@ class _Walker:
                 tuple(tensor.size()),
                 _DTYPE_NAMES.get(dtype) or _dtype_name(dtype),
                 _DEVICE_NAMES.get(device) or _device_name(device),
-                (),
+                also,
                 "",
                 owner,
             )

@@ -32,7 +32,9 @@ from ..graph.descriptions import (
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, FAILED, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
-from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants
+from ..graph.autograd_graph import (
+    AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants, other_names,
+)
 from ..views.junctions import Rerouted, graph_junctions
 from ..views.stacking import stacking_edges
 from ..graph.style import (
@@ -776,7 +778,8 @@ class _Writer:
         not for a name with characters to escape, a leaf drawn as unnamed, or a saved
         tensor with a note."""
         kind = content[0]
-        return not (_NEEDS_ESCAPE.search(content[1]) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6]))
+        return not (_NEEDS_ESCAPE.search(content[1]) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6])
+                    or (kind == PARAMETER and content[5]))  # a tied weight's other names
 
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
@@ -815,6 +818,8 @@ class _Writer:
         if kind == SAVED and node.note:
             return [name, f"[{node.note}]"], False
         lines = [name] if name else []
+        if kind == PARAMETER and node.attrs:  # tied weights: each name it goes by
+            lines += [f"= {self.cut_name(other)}" for other in other_names(node)]
         lines.append(self.tensor_text(node))
         return lines, False
 

@@ -51,7 +51,7 @@ from ..errors import (
     RenderError,
 )
 from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, FAILED, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
-from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants
+from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants, other_names
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
@@ -617,7 +617,9 @@ def _build_level(
             if node.kind in (PARAMETER, LEAF) and prefix and label.startswith(prefix):
                 label = label[len(prefix):]
             # An op's note is its number operands (x * 1.0001), which have no item of their own.
-            note = node.note if node.kind == NO_GRAD else ", ".join(op_constants(node)) if node.kind == OP else ""
+            # A tied weight's, its other names (each kept whole: another level may own it).
+            note = (node.note if node.kind == NO_GRAD else ", ".join(op_constants(node)) if node.kind == OP
+                    else "\n".join(other_names(node)) if node.kind == PARAMETER else "")
             items.append((node.kind, label, _shape_text(node.shape) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
                           note))
             refs.append(("n", key[1]))
@@ -868,6 +870,10 @@ def _node_row(node: Any, *, show_attrs: bool) -> dict:
         row["note"] = node.note
     if node.module:
         row["module"] = node.module
+    if node.kind == PARAMETER and other_names(node):
+        row["also"] = other_names(node)
+    if node.kind == OP and op_constants(node):
+        row["constants"] = op_constants(node)
     if show_attrs and node.attrs:
         row["attrs"] = [[k, v] for k, v in node.attrs]
     elif node.kind == NO_GRAD:
@@ -891,6 +897,8 @@ def _item_lines(item: list, templates: list[dict]) -> list[str]:
         return box_lines(item)
     if kind in (PORT_IN, PORT_OUT):
         return [item[1]]
+    if kind == PARAMETER and len(item) > 3 and item[3]:  # a tied weight: each name it goes by
+        return [_short(item[1]), *(_short(f"= {name}") for name in item[3].split("\n")), item[2]]
     if kind in (PARAMETER, LEAF):
         return [_short(item[1] or UNNAMED), item[2]]
     if kind == OUTPUT:

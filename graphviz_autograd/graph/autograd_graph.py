@@ -46,6 +46,9 @@ INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one
 # (``('constant', 'variance_epsilon=1e-06')``) and draws no no-grad node for it.
 CONSTANT = "constant"
 CONSTANT_ATTR = "constant"
+# A parameter under several names (tied weights) holds each name after its label in its attrs:
+# ``('also', 'lm_head.weight')``.
+ALSO_NAMED = "also"
 
 # An op node whose forward call raised (Node.note): the failing call of a forward pass that
 # did not finish, drawn at the end of the graph up to it (see capture.recording.ForwardFailure).
@@ -168,6 +171,15 @@ def op_constants(node: "Node") -> list[str]:
     ['variance_epsilon=1e-06']
     """
     return [value for key, value in node.attrs if key == CONSTANT_ATTR] if node.attrs else []
+
+
+def other_names(node: "Node") -> list[str]:
+    """The names a tensor node is also known by (tied weights), after its label.
+
+    >>> other_names(Node("n5", PARAMETER, "transformer.wte.weight", attrs=((ALSO_NAMED, "lm_head.weight"),)))
+    ['lm_head.weight']
+    """
+    return [value for key, value in node.attrs if key == ALSO_NAMED] if node.attrs else []
 
 
 def leaves_and_returns(inside: set, targets: Mapping[Any, Iterable[Any]]) -> bool:

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Iterable, Optional, Sequence
 
 from .autograd_graph import (
-    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants,
+    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants, other_names,
 )
 
 # What common ops do, by the base name their backward node is named after.
@@ -306,6 +306,7 @@ def describe(
         lines = _describe_module(node)
     else:
         lines = [tensor_headline(kind, node.label), tensor_description(node, show_device)]
+        lines += [f"also named {name}" for name in other_names(node)]
         if kind == SAVED and node.note:
             lines.append(f"[{node.note}]: {SAVED_NOTES.get(node.note, node.note)}.")
     if node.module and kind not in (NO_GRAD, MODULE):

@@ -771,6 +771,8 @@
       ['inputs', inputs.join(', ')], ['output', outputs.length ? outputs[0] : ''],
       ['reason', node.kind === 'no_grad' ? node.note : ''],
       ['note', node.kind === 'saved' ? node.note : ''],
+      ['also named', (node.also || []).join(', ')],  // a tied weight's other names
+      ['with the constant', (node.constants || []).join(', ')],  // an op's number operands
     ];
     Object.keys(metrics).forEach(function (name) {
       if (metrics[name].perNode.has(k)) rows.push([OVERLAYS[name] ? OVERLAYS[name].title : name, metricText(name, metrics[name].perNode.get(k))]);
@@ -925,6 +927,7 @@
     nodes.forEach(function (node, k) {
       if (node.kind === 'output') { searchTexts.push(node.label || 'output'); searchTargets.push({ node: k }); }
       else if (node.label) { searchTexts.push(node.label); searchTargets.push({ node: k }); }
+      (node.also || []).forEach(function (name) { searchTexts.push(name); searchTargets.push({ node: k }); });
     });
   }
 
