@@ -55,7 +55,7 @@ from ..options import DrawOptions
 from ..views.overlays import Overlay
 from ..views.page_fit import COMPACT_RANKSEP
 from ..views.prepared import View, prepare
-from ..views.shown import shown_text
+from ..views.shown import drawn_text
 from .overlay_styles import overlay_styles
 
 DEFAULT_DTYPE = "float32"
@@ -119,9 +119,9 @@ def escape(text: str, line_end: str = "\\n") -> str:
         # replace instead of the passes below, which would change nothing else.
         return text.replace("\n", line_end)
     # Line breaks are made one kind and tabs spaces first; what is left that cannot be
-    # shown becomes an escape as a page shows it (shown_text), whose backslash is
-    # then doubled with the others, as DOT reads one shown backslash.
-    text = shown_text(text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), one_line=False)
+    # shown becomes an escape (drawn_text), whose backslash is then doubled with the
+    # others, as DOT reads one shown backslash.
+    text = drawn_text(text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), one_line=False)
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
     return text.replace("\n", line_end)
 
