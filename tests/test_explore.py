@@ -287,3 +287,33 @@ def test_a_tied_weight_shows_both_names_on_the_page(gpt2_page):
     drawn = [lines for template in data["templates"] for item, lines in zip(template["items"], template["labels"])
              if item["kind"] == "parameter" and item["note"]]
     assert drawn and all(lines[1] == "= lm_head.weight" for lines in drawn)
+
+
+def test_the_page_starts_past_a_top_level_one_module_fills(gpt2_page):
+    from graphviz_autograd.explorer.pages import OPEN_PAST_SHARE
+
+    data = gpt2_page.data
+    assert data["levels"][data["start"]]["path"] == "transformer"
+    # transformer holds at least the share of the ops, and no box in it does.
+    ops = {lv["path"]: sum(1 for node in data["nodes"] if node["kind"] == "op" and node["level"] == n)
+           for n, lv in enumerate(data["levels"])}
+    below = {path: sum(count for p, count in ops.items() if p == path or p.startswith(path + ".") or not path)
+             for path in ops}
+    assert below["transformer"] >= OPEN_PAST_SHARE * below[""]
+    assert all(below[path] < OPEN_PAST_SHARE * below["transformer"] for path in ops if path.count(".") == 1
+               and path.startswith("transformer."))
+
+
+def test_the_page_starts_at_the_top_when_no_module_fills_it():
+    args, options = _two_halves()
+    data = explore(*args, **options).data
+    assert data["start"] == 0
+
+
+def _two_halves():
+    from graphviz_autograd import record
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    with record(model) as recorder:
+        out = model(torch.ones(1, 3)).sum()
+    return (out,), {"recorder": recorder}

@@ -521,6 +521,7 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
             "template": level.template,
             "refs": [_ref(ref, level_number) for ref in level.refs],
         })
+    start = start_level(levels, level_paths)
     for template in templates:  # laid out from the items as tuples; sent with named fields
         template["items"] = [item_record(item) for item in template["items"]]
     return {
@@ -529,6 +530,7 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "nodes": node_rows,
         "edges": edges_out,
         "levels": level_rows,
+        "start": level_number[start],
         "templates": templates,
         "meanings": meanings,
         "findings": finding_rows,
@@ -539,6 +541,27 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
     }
+
+
+# The page opens past a level where one module box holds at least this share of its ops
+# (GPT-2's transformer, Llama's model: 287 of 295 ops), since every reader's first click
+# would be that box; the breadcrumb and Backspace still go up.
+OPEN_PAST_SHARE = 0.9
+
+
+def start_level(levels: dict[str, "_Level"], level_paths: Sequence[str]) -> str:
+    """The level a page opens at: from the top, down through each level where one box
+    (one module, not a folded run) holds at least ``OPEN_PAST_SHARE`` of the level's ops."""
+    path = level_paths[0] if level_paths else ""
+    while True:
+        level = levels[path]
+        inner = [ref[1][0] for item, ref in zip(level.items, level.refs) if item[0] == BOX and len(ref[1]) == 1]
+        if not level.ops:
+            return path
+        big = [child for child in inner if levels[child].ops >= OPEN_PAST_SHARE * level.ops]
+        if len(big) != 1:
+            return path
+        path = big[0]
 
 
 def item_record(item: Sequence[Any]) -> dict[str, Any]:
