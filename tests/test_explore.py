@@ -317,3 +317,70 @@ def _two_halves():
     with record(model) as recorder:
         out = model(torch.ones(1, 3)).sum()
     return (out,), {"recorder": recorder}
+
+
+class _Rotary(torch.nn.Module):
+    """A layer that takes what enters by argument and keyword, as a Llama decoder layer
+    takes its hidden states and the rotary (cos, sin), which carry no gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, hidden_states, position_embeddings=None):
+        cos, sin = position_embeddings
+        return self.fc(hidden_states) * cos.unsqueeze(0) + hidden_states * sin.unsqueeze(0)
+
+
+class _Angles(torch.nn.Module):
+    """Llama's rotary embedding in miniature: (cos, sin) from a buffer, made once for every layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", torch.arange(4.0))
+
+    def forward(self):
+        return self.inv_freq.cos(), self.inv_freq.sin()
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rotary = _Angles()
+        self.layers = torch.nn.ModuleList([_Rotary(), _Rotary()])
+
+    def forward(self, x):
+        cos, sin = self.rotary()
+        x = x.tanh()  # as an embedding's lookup: what enters the first layer is made by an op too
+        for layer in self.layers:
+            x = layer(x, position_embeddings=(cos, sin))
+        return x.sum()
+
+
+def ports_of(data: dict, path: str) -> list[tuple[str, str]]:
+    items = data["templates"][level(data, path)["template"]]["items"]
+    return [(item["kind"], item["label"]) for item in items if item["kind"] in ("in", "out")]
+
+
+def test_ports_are_named_by_the_argument_or_output_that_crosses():
+    from graphviz_autograd import record
+
+    torch.manual_seed(0)
+    model = _TwoLayers()
+    with record(model) as recorder:
+        out = model(torch.ones(1, 4, requires_grad=True))
+    data = explore(out, recorder=recorder).data
+    ports = ports_of(data, "layers.1")
+    assert ("in", "hidden_states") in ports and ("out", "output") in ports
+    # cos and sin carry no gradient; reshaped inside, they are still the keyword's tuple.
+    assert {"position_embeddings[0]", "position_embeddings[1]"} <= {label for kind, label in ports if kind == "in"}
+    assert not [label for _, label in ports if label.startswith(("in ", "out "))]
+    # Named by argument, alike layers still share one template.
+    assert level(data, "layers.0")["template"] == level(data, "layers.1")["template"]
+
+
+def test_gpt2_ports_name_hidden_states_and_the_tied_weight(gpt2_page):
+    data = gpt2_page.data
+    assert ("in", "hidden_states") in ports_of(data, "transformer.h.1")
+    assert ("in", "transformer.wte.weight") in ports_of(data, "lm_head")
+    assert ("out", "transformer.wte.weight") in ports_of(data, "transformer")

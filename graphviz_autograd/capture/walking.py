@@ -30,7 +30,7 @@ from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, number_text, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
+    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, PORT_ATTR, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
     SAVED_BY, SAVED_TENSOR_OF,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
@@ -407,14 +407,15 @@ class _Walker:
                         reason = self.saved_constant(fn, cuts)
                     cuts += 1
                     if reason is not None:
-                        code, text, where = reason
+                        code, text, where = reason[:3]
                         if code == CONSTANT:  # part of its op, not an input of its own
                             if constants is None:
                                 constants = []
                             constants.append(text)
                             continue
                         add_link((len(contents), index, _CUT_LINK))
-                        add_content((NO_GRAD, text, None, None, None, (), code, where))
+                        # A fourth: the module calls that took it as an argument (its ports).
+                        add_content((NO_GRAD, text, None, None, None, reason[3] if len(reason) > 3 else (), code, where))
                         continue
                     add_link((len(contents), index, _CUT_LINK))
                     add_content(plain_cut)
@@ -453,7 +454,11 @@ class _Walker:
             return None
         module, cut_reasons = "", ()
         if self.recorder is not None:
-            module, cut_reasons = fn.metadata.get(self.recorder.key) or _NO_NOTES
+            metadata = fn.metadata
+            module, cut_reasons = metadata.get(self.recorder.key) or _NO_NOTES
+            ports = metadata.get(self.recorder.ports_key)
+            if ports:  # the module calls its tensor entered or left, by argument or output name
+                attrs += tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(ports.items()))
         if attrs:
             content = (OP, label, None, None, None, attrs, "", module)
         else:

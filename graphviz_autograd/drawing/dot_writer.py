@@ -33,7 +33,7 @@ from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, FAILED, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
 from ..graph.autograd_graph import (
-    AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants, other_names,
+    AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants, other_names, saved_attrs,
 )
 from ..views.junctions import Rerouted, graph_junctions
 from ..views.stacking import stacking_edges
@@ -786,7 +786,7 @@ class _Writer:
         kind = node.kind
         if node.note == FAILED and kind == OP:
             return label(failed_call_lines(node), True)
-        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
+        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and saved_attrs(node)):
             # A recorded graph has the same op in many modules: its label is one text.
             value = self.op_labels.get(node.label)
             if value is None:
@@ -855,11 +855,12 @@ class _Writer:
 
     def attr_table(self, node: Node) -> list[str]:
         """An op's name over a table of its saved values, values cut at max_chars."""
-        width = max(len(k) for k, _ in node.attrs)
+        attrs = saved_attrs(node)
+        width = max(len(k) for k, _ in attrs)
         # A value's repr may span lines (a module held on a ctx); one row each.
-        values = [" ".join(v.split()) for _, v in node.attrs]
+        values = [" ".join(v.split()) for _, v in attrs]
         values = [v if len(v) <= self.max_chars else v[: self.max_chars - 3] + "..." for v in values]
-        rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
+        rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(attrs, values)]
         rule = "-" * max(len(node.label), max(len(r) for r in rows))
         return [node.label, rule, *rows]
 

@@ -49,6 +49,12 @@ CONSTANT_ATTR = "constant"
 # A parameter under several names (tied weights) holds each name after its label in its attrs:
 # ``('also', 'lm_head.weight')``.
 ALSO_NAMED = "also"
+# An op node whose tensor a recorded module call took or returned holds, per such call,
+# ``('port', 'in\n<call path>\n<argument name>')`` (or ``out`` and the output's name) in its
+# attrs: what the explorer names that level's port by. No saved value: show_attrs leaves it out.
+PORT_ATTR = "port"
+PORT_IN = "in"
+PORT_OUT = "out"
 
 # An op node whose forward call raised (Node.note): the failing call of a forward pass that
 # did not finish, drawn at the end of the graph up to it (see capture.recording.ForwardFailure).
@@ -180,6 +186,28 @@ def other_names(node: "Node") -> list[str]:
     ['lm_head.weight']
     """
     return [value for key, value in node.attrs if key == ALSO_NAMED] if node.attrs else []
+
+
+def saved_attrs(node: "Node") -> tuple[tuple[str, str], ...]:
+    """A node's attrs less its ports (PORT_ATTR): what ``show_attrs`` lists."""
+    attrs = node.attrs
+    if not attrs or all(key != PORT_ATTR for key, _ in attrs):
+        return attrs
+    return tuple(pair for pair in attrs if pair[0] != PORT_ATTR)
+
+
+def port_names(node: "Node") -> dict[tuple[str, str], str]:
+    """``{(PORT_IN or PORT_OUT, call path): name}`` of the module calls the node's tensor entered or left.
+
+    >>> port_names(Node("n3", OP, "AddBackward0", attrs=((PORT_ATTR, "in\\nlayers.0\\nhidden_states"),)))
+    {('in', 'layers.0'): 'hidden_states'}
+    """
+    found = {}
+    for key, value in node.attrs:
+        if key == PORT_ATTR:
+            direction, path, name = value.split("\n", 2)
+            found[(direction, path)] = name
+    return found
 
 
 def leaves_and_returns(inside: set, targets: Mapping[Any, Iterable[Any]]) -> bool:

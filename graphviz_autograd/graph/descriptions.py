@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Iterable, Optional, Sequence
 
 from .autograd_graph import (
-    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants, other_names,
+    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants, other_names, saved_attrs,
 )
 
 # What common ops do, by the base name their backward node is named after.
@@ -317,8 +317,8 @@ def describe(
             lines.append("inputs: " + ", ".join(inputs))
         if outputs:
             lines.append("output: " + ", ".join(outputs))
-        if show_attrs and node.attrs:
-            lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in node.attrs))
+        if show_attrs and saved_attrs(node):
+            lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in saved_attrs(node)))
     return lines
 
 
