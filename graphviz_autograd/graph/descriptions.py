@@ -428,13 +428,13 @@ def format_bytes(size: int) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """'812.3 ms', '45.0 us', '1.25 s'.
+    """'812.3 ms', '45.0 µs', '1.25 s' (µ, the micro sign, as the explorer page writes it).
 
     >>> format_seconds(0.8123), format_seconds(4.5e-5), format_seconds(1.25)
-    ('812.3 ms', '45.0 us', '1.25 s')
+    ('812.3 ms', '45.0 µs', '1.25 s')
     """
     if seconds >= 1:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e6:.1f} \u00b5s"
