@@ -56,7 +56,7 @@ from ..views.overlays import Overlay
 from ..views.page_fit import COMPACT_RANKSEP
 from ..views.prepared import View, prepare
 from ..views.shown import drawn_text
-from .overlay_styles import overlay_styles
+from .overlay_styles import COLOUR_BAR, overlay_styles
 
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
@@ -997,9 +997,34 @@ def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[s
     return lines
 
 
+def html_text(text: str) -> str:
+    """Text in an HTML-like label (a key's table): escaped as a drawing shows it, then as HTML.
+
+    >>> html_text('a < b & "c"\\x00')
+    'a &lt; b &amp; &quot;c&quot;\\\\x00'
+    """
+    text = drawn_text(text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _colour_bar(text: Sequence[str], colours: str) -> str:
+    """A colour key as one small table: the title over a row of swatches, each with the
+    range of values it stands for written in it."""
+    title, *cells = text
+    row = "".join(
+        f'<TD BGCOLOR="{html_text(fill)}"><FONT COLOR="{html_text(font)}" POINT-SIZE="8">{html_text(cell)}</FONT></TD>'
+        for cell, (fill, font) in zip(cells, (pair.split(" ", 1) for pair in colours.split("\t")))
+    )
+    return (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="2">'
+            f'<TR><TD COLSPAN="{len(cells)}">{html_text(title)}</TD></TR><TR>{row}</TR></TABLE>>')
+
+
 def _note_lines(notes: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> list[str]:
     lines = ["\tsubgraph cluster_notes {\n", "\t\tgraph [label=notes style=dashed]\n"]
     for i, (text, attrs) in enumerate(notes):
+        if COLOUR_BAR in attrs:
+            lines.append(f"\t\tnote{i} [label={_colour_bar(text, attrs[COLOUR_BAR])} shape=plaintext style=solid]\n")
+            continue
         node_attrs = {str(k): str(v) for k, v in attrs.items()}
         node_attrs["label"] = label(list(text), left=len(text) > 1)
         lines.append(f"\t\tnote{i} [{attr_list(node_attrs)}]\n")

@@ -13,7 +13,7 @@ joined, keys follow one another.
 >>> from graphviz_autograd.views.overlays import Overlay
 >>> styles, key = overlay_styles([Overlay("grad_norm", "grad norm", {"n1": 0.5, "n2": 0.0}, rollup="max")])
 >>> styles["n2"]["fillcolor"], key[-1][0]
-('white', ['grad norm 0'])
+('white', ['grad norm', '4.6e-01 - 6.0e-01', 'grad norm 0'])
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from ..graph.style import GRADIENT_NORM_SCALE, GRADIENT_SPECIAL_STYLES, SEVERITY
 from ..views.overlays import KeyItem, Overlay, severity_of
 
 NodeStyles = dict[str, dict[str, str]]
+# A key item with this attribute is a colour bar, drawn as one small table by the DOT writer:
+# its first line the title, then one cell per colour (the value: "fillcolor fontcolor",
+# tab-separated, in the order of the lines after the title).
+COLOUR_BAR = "colour_bar"
 
 
 def overlay_styles(overlays: Iterable[Overlay]) -> tuple[NodeStyles, list[KeyItem]]:
@@ -81,16 +85,23 @@ def _log_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
             used_special.add(special)
         tooltip = overlay.tooltips.get(node_id) or f"{overlay.title}: {overlay.value_text(value)}"
         styles[node_id] = dict(style, tooltip=tooltip, xlabel=_value_label(value, total, overlay))
-    key: list[KeyItem] = []
+    # The key: one compact bar, a swatch per step used over the range it stands for (and
+    # zero and NaN/Inf), under the overlay's title, rather than a box per step.
+    cells: list[tuple[str, str, str]] = []  # (fillcolor, fontcolor, text)
     for step in sorted(used_steps):
         lo = 10 ** (low + (high - low) * step / steps)
         hi = 10 ** (low + (high - low) * (step + 1) / steps)
-        key.append(([f"{overlay.title} {_key_number(lo, overlay)} - {_key_number(hi, overlay)}"], dict(GRADIENT_NORM_SCALE[step])))
+        style = GRADIENT_NORM_SCALE[step]
+        cells.append((style["fillcolor"], style.get("fontcolor", "black"), f"{_key_number(lo, overlay)} - {_key_number(hi, overlay)}"))
     if "zero" in used_special:
-        key.append(([f"{overlay.title} 0"], dict(GRADIENT_SPECIAL_STYLES["zero"])))
+        cells.append((GRADIENT_SPECIAL_STYLES["zero"]["fillcolor"], "black", f"{overlay.title} 0"))
     if "nonfinite" in used_special:
-        key.append(([overlay.nonfinite or f"{overlay.title} NaN/Inf"], dict(GRADIENT_SPECIAL_STYLES["nonfinite"])))
-    return styles, key
+        style = GRADIENT_SPECIAL_STYLES["nonfinite"]
+        cells.append((style["fillcolor"], style.get("fontcolor", "black"), overlay.nonfinite or f"{overlay.title} NaN/Inf"))
+    if not cells:
+        return styles, []
+    bar = {COLOUR_BAR: "\t".join(f"{fill} {font}" for fill, font, _ in cells)}
+    return styles, [([overlay.title, *(text for _, _, text in cells)], bar)]
 
 
 def _value_label(value: float, total: float, overlay: Overlay) -> str:
