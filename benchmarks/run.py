@@ -44,7 +44,7 @@ With ``--layouts``, a second table times tensor -> SVG through
 :func:`graphviz_autograd.drawing.rendering` (walk, DOT, Graphviz, file): the LSTM with its
 shared weights split and whole (ratio in the same run), GPT-2 with 48 layers
 and DenseNet-121 each under ``layout="auto"`` and ``"dot"`` (ratios too), and a
-20,003-node chain with the fixed layout, as SVG and as PDF. Each is run once; a
+10,003-node chain with the fixed layout, as SVG and as PDF. Each is run once; a
 run past ``--layout-timeout`` is stopped.
 
 Graphs, all with random weights and nothing downloaded:
@@ -59,9 +59,9 @@ Graphs, all with random weights and nothing downloaded:
   architecture and parameter count, with a ``torch.cat`` of all earlier feature
   maps in every dense layer.
 - An LSTM cell unrolled over 30 steps (one set of weights, reused each step).
-- Chains of 10k, 100k and 1M ``y = y * 1.0001`` ops. Each of those multiplications
-  has a second input that carries no gradient, so a chain of n ops walks into
-  2n + 3 nodes.
+- Chains of 10k, 100k and 1M ``y = y * 1.0001`` ops. The number each multiplication
+  takes is part of its op (read from what the op saved), not an input of its own, so
+  a chain of n ops walks into n + 3 nodes (2n + 3 when it drew them as inputs).
 
 The table names where each vision model came from, e.g.
 ``resnet50 (transformers ResNetModel)``; see :mod:`benchmarks.models`.

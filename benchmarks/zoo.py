@@ -24,6 +24,14 @@ torchviz's taken in turn so that both see the same load):
 - ``findings``: of ``check(loss, model, recorder=rec, backward=True)``, errors,
   warnings and infos.
 
+With ``--recorder`` it prints the recorder's cost instead, per model (Python only, no
+Graphviz): ``forward`` (a plain forward pass), ``recorded`` (the same under ``record``)
+and their ratio; ``ours`` (``record`` around the forward pass, the loss and ``make_dot``
+of the default picture, its DOT source) against ``tv`` (a plain forward pass, the loss
+and ``torchviz.make_dot(loss, params).source``), and their ratio. With ``--before DIR``
+too, the ``recorded`` and ``ours`` columns of that checkout come first, timed in turn
+in the same process.
+
 With ``--before DIR`` (the root of another checkout, as for ``benchmarks.compare``)
 it times the Python part of ``ours`` instead (``record``, the forward pass and
 ``make_dot``; Graphviz is the same program for both) of that checkout and of this
@@ -208,6 +216,51 @@ def compare(before: Any, now: Any, names: list[str], repeat: int) -> str:
     return "\n".join(lines)
 
 
+def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]]) -> str:
+    """The ``--recorder`` table: per model, the forward pass plain and recorded, and the
+    default picture's DOT against torchviz's, for each of ``packages`` (label, package)."""
+    import torchviz
+
+    def plain(model: torch.nn.Module, inputs: dict) -> Any:
+        return loss_of(forward(model, inputs))
+
+    def recorded(package: Any, model: torch.nn.Module, inputs: dict) -> Any:
+        with package.record(model) as rec:
+            outputs = forward(model, inputs)
+        return loss_of(outputs), rec
+
+    def theirs(model: torch.nn.Module, inputs: dict) -> str:
+        return torchviz.make_dot(plain(model, inputs), params=dict(model.named_parameters())).source
+
+    header = ["model", "forward ms"]
+    for label, _ in packages:
+        header += [f"recorded ms {label}", f"rec/fwd {label}", f"ours ms {label}"]
+    header += ["tv ms"] + [f"ours/tv {label}" for label, _ in packages]
+    lines = ["| " + " | ".join(header) + " |", "|:--|" + "--:|" * (len(header) - 1)]
+    for name in names:
+        model, inputs = build(name)
+        runs: dict[str, Callable[[], Any]] = {"forward": functools.partial(plain, model, inputs),
+                                               "tv": functools.partial(theirs, model, inputs)}
+        for label, package in packages:
+            runs[f"recorded {label}"] = functools.partial(recorded, package, model, inputs)
+            runs[f"ours {label}"] = functools.partial(python_part, package, model, inputs)
+        for run in runs.values():
+            run()  # the first run of each pays for lazy set-up: not timed
+        best = {key: float("inf") for key in runs}
+        for _ in range(repeat):  # in turn, so that every column sees the same load
+            for key, run in runs.items():
+                best[key] = min(best[key], timed(run))
+        cells = [name, f"{best['forward'] * 1e3:.1f}"]
+        for label, _ in packages:
+            cells += [f"{best[f'recorded {label}'] * 1e3:.1f}", f"{best[f'recorded {label}'] / best['forward']:.2f}",
+                      f"{best[f'ours {label}'] * 1e3:.1f}"]
+        cells.append(f"{best['tv'] * 1e3:.1f}")
+        cells += [f"{best[f'ours {label}'] / best['tv']:.2f}" for label, _ in packages]
+        lines.append("| " + " | ".join(cells) + " |")
+        print(f"{name} done", file=sys.stderr)
+    return "\n".join(lines)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.zoo", description=__doc__.split("\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(ZOO), help="these models only")
@@ -215,6 +268,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--no-torchviz", action="store_true", help="leave torchviz out")
     parser.add_argument("--profile", action="store_true", help="profile our pipeline instead of timing it")
     parser.add_argument("--before", type=Path, metavar="DIR", help="time the Python part against this checkout")
+    parser.add_argument("--recorder", action="store_true", help="the recorder's cost: forward plain and recorded, "
+                        "our DOT against torchviz's")
     args = parser.parse_args(argv)
     if shutil.which("dot") is None:
         print("Graphviz 'dot' is needed: the time to the picture includes it.", file=sys.stderr)
@@ -223,6 +278,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     torch.set_num_threads(1)  # the models are tiny: more threads only wait for each other
     if args.profile:
         profile(names, args.repeat)
+        return 0
+    if args.recorder:
+        packages = [("before", checkout(args.before))] if args.before is not None else []
+        packages.append(("now", checkout(Path(__file__).resolve().parent.parent)))
+        print(recorder_costs(names, args.repeat, packages))
         return 0
     if args.before is not None:
         before, now = checkout(args.before), checkout(Path(__file__).resolve().parent.parent)

@@ -9,14 +9,12 @@ digraph {
     node [fontname=monospace fontsize=10 height=0.2 shape=box style=filled]
     n0 [fillcolor=darkolivegreen1 label="()" tooltip=...]
     n1 [fillcolor=lightgrey label=SumBackward0 tooltip=...]
-    n2 [fillcolor=lightgrey label=MulBackward0 tooltip="Gradient of mul: element-wise multiplication...]
+    n2 [fillcolor=lightgrey label="MulBackward0\\nwith 2" tooltip="Gradient of mul: element-wise multiplication...]
     n3 [fillcolor=lightgrey label=AccumulateGrad tooltip=...]
-    n4 [color=gray40 fillcolor=white fontcolor=gray40 fontsize=8 label="no grad" style="dashed,filled" tooltip=...]
-    n5 [fillcolor=lightblue label="w\\n(3)" tooltip="parameter w\\nshape (3), float32"]
+    n4 [fillcolor=lightblue label="w\\n(3)" tooltip="parameter w\\nshape (3), float32"]
     n2 -> n1
     n3 -> n2
-    n4 -> n2 [color=gray40 style=dashed]
-    n5 -> n3
+    n4 -> n3
     n1 -> n0
 }
 """

@@ -28,9 +28,10 @@ def test_benchmark_prints_a_table_for_the_smallest_chain():
     assert [cell.strip() for cell in header.strip("|").split("|")] == COLUMNS
     cells = dict(zip(COLUMNS, (cell.strip() for cell in row.strip("|").split("|"))))
     assert cells["graph"] == "chain-10k"
-    # y = y * 1.0001: each op has a second input without gradient, so 2n + 3 nodes.
-    assert cells["nodes"] == "20,003"
-    assert cells["edges"] == "20,002"
+    # y = y * 1.0001: the number is part of each op, not an input of its own, so n + 3 nodes
+    # (drawn as inputs without gradient, it made 2n + 3).
+    assert cells["nodes"] == "10,003"
+    assert cells["edges"] == "10,002"
     float(cells["ours/bare"])
     float(cells["ours/bare+leaves"])
     assert float(cells["floor/bare"]) > 0 and float(cells["ours/floor"]) > 0
@@ -69,7 +70,8 @@ def test_the_floor_writes_dot_with_the_nodes_and_edges_of_the_walk():
 
     w = torch.ones(2, 3, requires_grad=True)
     b = torch.ones(3, requires_grad=True)
-    out = ((torch.ones(4, 2) @ w) * 2 + b).sum() + w.sum()  # w used twice; a constant input without gradient
+    # w used twice; a tensor without gradient, an input of its own in both (a number would be part of its op in ours)
+    out = ((torch.ones(4, 2) @ w) * torch.full((4, 3), 2.0) + b).sum() + w.sum()
     body = walk_and_write_floor(out, {"w": w, "b": b})
     lines = body.splitlines()
     graph = walk(out, {"w": w, "b": b})

@@ -14,7 +14,7 @@ from .test_explore_browser import Page, browser  # noqa: F401 (a fixture)
 def test_a_diff_page_opens_at_the_changes_with_a_list_to_step_through(browser, tmp_path):  # noqa: F811
     found = diff(models.resnet_graph(models.resnet()), models.resnet_graph(models.resnet(act=nn.GELU, blocks=3)))
     path = explore(found.merged, overlays=[found.overlay()], title="diff").save(tmp_path / "diff.html")
-    with Page(browser, path) as page:
+    with Page(browser, path, at_top=False) as page:  # where the page opens is what is tested
         assert page.errors == []
         assert page.page.eval_on_selector("#metric", "select => select.value") == "diff"
         entries = page.page.locator("#hits button").all_text_contents()

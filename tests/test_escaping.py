@@ -149,7 +149,7 @@ def test_op_names_and_custom_function_attributes_are_shown_exactly(graphviz_svg,
 @given(values=st.lists(st.tuples(hostile_text, hostile_text), min_size=1, max_size=8))
 def test_theme_attribute_names_and_values_cannot_inject(graphviz_svg, values):
     w = torch.ones(2, requires_grad=True)
-    graph = walk((w * 2).sum(), {"w": w})
+    graph = walk((w * torch.ones(2)).sum(), {"w": w})
     # "zz_" keeps clear of real Graphviz attribute names, whose values Graphviz would check.
     op_style = {"zz_" + key: value for key, value in values}
     tooltip = values[0][1]

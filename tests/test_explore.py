@@ -278,3 +278,109 @@ def test_expanded_views_are_shared_and_limited(gpt2_page):
     assert all(set(t["expanded"]) == {"skipped"} for t in limited["templates"] if "expanded" in t)
     with pytest.raises(OptionError, match="expand_limit must be a whole number"):
         explore(logits, recorder=recorder, expand_limit=-1)
+
+
+def test_a_tied_weight_shows_both_names_on_the_page(gpt2_page):
+    data = gpt2_page.data
+    (tied,) = [node for node in data["nodes"] if node.get("also")]
+    assert (tied["label"], tied["also"]) == ("transformer.wte.weight", ["lm_head.weight"])
+    drawn = [lines for template in data["templates"] for item, lines in zip(template["items"], template["labels"])
+             if item["kind"] == "parameter" and item["note"]]
+    assert drawn and all(lines[1] == "= lm_head.weight" for lines in drawn)
+
+
+def test_the_page_starts_past_a_top_level_one_module_fills(gpt2_page):
+    from graphviz_autograd.explorer.pages import OPEN_PAST_SHARE
+
+    data = gpt2_page.data
+    assert data["levels"][data["start"]]["path"] == "transformer"
+    # transformer holds at least the share of the ops, and no box in it does.
+    ops = {lv["path"]: sum(1 for node in data["nodes"] if node["kind"] == "op" and node["level"] == n)
+           for n, lv in enumerate(data["levels"])}
+    below = {path: sum(count for p, count in ops.items() if p == path or p.startswith(path + ".") or not path)
+             for path in ops}
+    assert below["transformer"] >= OPEN_PAST_SHARE * below[""]
+    assert all(below[path] < OPEN_PAST_SHARE * below["transformer"] for path in ops if path.count(".") == 1
+               and path.startswith("transformer."))
+
+
+def test_the_page_starts_at_the_top_when_no_module_fills_it():
+    args, options = _two_halves()
+    data = explore(*args, **options).data
+    assert data["start"] == 0
+
+
+def _two_halves():
+    from graphviz_autograd import record
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+    with record(model) as recorder:
+        out = model(torch.ones(1, 3)).sum()
+    return (out,), {"recorder": recorder}
+
+
+class _Rotary(torch.nn.Module):
+    """A layer that takes what enters by argument and keyword, as a Llama decoder layer
+    takes its hidden states and the rotary (cos, sin), which carry no gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, hidden_states, position_embeddings=None):
+        cos, sin = position_embeddings
+        return self.fc(hidden_states) * cos.unsqueeze(0) + hidden_states * sin.unsqueeze(0)
+
+
+class _Angles(torch.nn.Module):
+    """Llama's rotary embedding in miniature: (cos, sin) from a buffer, made once for every layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", torch.arange(4.0))
+
+    def forward(self):
+        return self.inv_freq.cos(), self.inv_freq.sin()
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rotary = _Angles()
+        self.layers = torch.nn.ModuleList([_Rotary(), _Rotary()])
+
+    def forward(self, x):
+        cos, sin = self.rotary()
+        x = x.tanh()  # as an embedding's lookup: what enters the first layer is made by an op too
+        for layer in self.layers:
+            x = layer(x, position_embeddings=(cos, sin))
+        return x.sum()
+
+
+def ports_of(data: dict, path: str) -> list[tuple[str, str]]:
+    items = data["templates"][level(data, path)["template"]]["items"]
+    return [(item["kind"], item["label"]) for item in items if item["kind"] in ("in", "out")]
+
+
+def test_ports_are_named_by_the_argument_or_output_that_crosses():
+    from graphviz_autograd import record
+
+    torch.manual_seed(0)
+    model = _TwoLayers()
+    with record(model) as recorder:
+        out = model(torch.ones(1, 4, requires_grad=True))
+    data = explore(out, recorder=recorder).data
+    ports = ports_of(data, "layers.1")
+    assert ("in", "hidden_states") in ports and ("out", "output") in ports
+    # cos and sin carry no gradient; reshaped inside, they are still the keyword's tuple.
+    assert {"position_embeddings[0]", "position_embeddings[1]"} <= {label for kind, label in ports if kind == "in"}
+    assert not [label for _, label in ports if label.startswith(("in ", "out "))]
+    # Named by argument, alike layers still share one template.
+    assert level(data, "layers.0")["template"] == level(data, "layers.1")["template"]
+
+
+def test_gpt2_ports_name_hidden_states_and_the_tied_weight(gpt2_page):
+    data = gpt2_page.data
+    assert ("in", "hidden_states") in ports_of(data, "transformer.h.1")
+    assert ("in", "transformer.wte.weight") in ports_of(data, "lm_head")
+    assert ("out", "transformer.wte.weight") in ports_of(data, "transformer")

@@ -62,7 +62,7 @@ def browser():
 class Page:
     """A page opened from disk, with what it logged and requested."""
 
-    def __init__(self, browser, path: Path):
+    def __init__(self, browser, path: Path, at_top: bool = True):
         self.url = path.as_uri()
         self.page = browser.new_page(viewport={"width": 1280, "height": 800})
         self.errors: list[str] = []
@@ -72,6 +72,8 @@ class Page:
         self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.goto(self.url)
         self.page.wait_for_selector("body[data-ready]")
+        if at_top:  # a page may open past a top level one module fills (see test_page_opens_past_...)
+            self.page.evaluate("window.explorer.open(0)")
 
     def __enter__(self) -> "Page":
         return self
@@ -109,6 +111,20 @@ def test_page_loads_offline_with_no_error(gpt2):
     assert gpt2.requests == [gpt2.url]
     assert gpt2.crumbs() == ["GPT2LMHeadModel"]
     assert gpt2.page.locator("g.node.kind-box").count() == 2
+
+
+def test_page_opens_past_a_top_level_one_module_fills_and_goes_back_up(browser, gpt2_file):
+    # GPT-2's top level is transformer (nearly every op), lm_head and the output: the page
+    # opens inside transformer, says why, and Backspace goes back to the top.
+    with Page(browser, gpt2_file, at_top=False) as page:
+        assert page.crumbs() == ["GPT2LMHeadModel", "transformer"]
+        assert "Opened here, since it holds nearly all" in page.page.locator("#level-note").text_content()
+        assert "GPT2Block \u00d74" in page.box("GPT2Block").text_content()
+        page.page.locator("#canvas").click(position={"x": 5, "y": 5})
+        page.page.keyboard.press("Backspace")
+        assert page.crumbs() == ["GPT2LMHeadModel"]
+        assert page.page.locator("g.node.kind-box").count() == 2
+        assert page.errors == []
 
 
 def test_folded_block_opens_one_representative(gpt2):

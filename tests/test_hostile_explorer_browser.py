@@ -186,3 +186,13 @@ def test_a_level_laid_out_without_dot_says_so(browser, tmp_path):  # noqa: F811
         assert "Laid out by the fixed layered layout" in page.page.locator("#level-note").text_content()
         assert page.page.locator("g.node.kind-op").count() >= 2
         assert page.errors == []
+
+
+def test_a_control_character_and_the_text_of_its_escape_look_different(browser, tmp_path):  # noqa: F811
+    # The character \x01 is shown as the four characters \x01; those four, written as a name
+    # of their own, show their backslash doubled, as Python's repr writes it: never alike.
+    path = page_of(_Named(["a\x01b", "a\\x01b"]), tmp_path / "escapes.html")
+    with Page(browser, path) as page:
+        shown = page.page.locator("g.node.kind-box text.name").all_text_contents()
+        assert "blocks.a\\x01b" in shown and "blocks.a\\\\x01b" in shown
+        assert page.errors == []

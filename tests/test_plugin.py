@@ -166,7 +166,7 @@ def test_mismatch_fails_with_a_summary_a_diff_and_the_obtained_file(project, mon
             "*The autograd graph 'scale' differs from tests/golden/test_graph/scale.graph.txt.",
             "*Ops: +1 AccumulateGrad, +1 AddBackward0.",
             "*Parameters: +b (3).",
-            "*Edges: 5 -> 8.",
+            "*Edges: 4 -> 7.",
             "*The new text is in tests/golden/test_graph/scale.obtained.graph.txt. If the change is intended, run in *:",
             "*    pytest --update-golden test_graph.py::test_scale",
             "*--- tests/golden/test_graph/scale.graph.txt",
@@ -197,7 +197,7 @@ def test_drawing_golden_mismatch_shows_the_dot(project, monkeypatch):
             "*The autograd graph 'scale' differs from tests/golden/test_graph/scale.dot.",
             "*Ops: +1 AccumulateGrad, +1 AddBackward0.",
             "*Parameters: +b (3).",
-            "*Edges: 5 -> 8.",
+            "*Edges: 4 -> 7.",
             "*The new text is in tests/golden/test_graph/scale.obtained.dot. If the change is intended, run in *:",
         ]
     )
@@ -218,8 +218,8 @@ def test_a_long_diff_is_cut_with_a_note(pytester, monkeypatch):
         def test_chain(autograd_golden):
             w = torch.ones(2, requires_grad=True)
             y = w
-            for _ in range(300):
-                y = y * 1.0
+            for _ in range(150):  # two kinds of op in turn, so that a shift of ids changes every line
+                y = (y * 1.0).sin()
             if os.environ.get("EXTRA"):
                 y = y.exp()  # walked second: every later node id shifts by one
             autograd_golden.check(y.sum(), "chain", params={"w": w})
@@ -373,8 +373,8 @@ def test_summary_counts_repeated_ops_and_other_nodes():
     after = make_dot({"a": (w * 2 * 3).sum(), "b": w.exp()}, {"w": w}).source
     assert graph_summary(before, after) == (
         "Ops: +1 ExpBackward0, +1 MulBackward0.\n"
-        "Other nodes: +1 no-grad input, +1 output a (), +1 output b (2), -1 output ().\n"
-        "Edges: 5 -> 9."
+        "Other nodes: +1 output a (), +1 output b (2), -1 output ().\n"
+        "Edges: 4 -> 7."
     )
 
 
@@ -385,7 +385,7 @@ def test_summary_reads_kinds_through_a_theme():
     v = torch.ones(2, requires_grad=True)
     after = make_dot((w * 2 + v).sum(), {"w": w, "v": v}, theme=theme).source
     assert graph_summary(before, after, theme) == (
-        "Ops: +1 AccumulateGrad, +1 AddBackward0.\nParameters: +v (2).\nEdges: 5 -> 8."
+        "Ops: +1 AccumulateGrad, +1 AddBackward0.\nParameters: +v (2).\nEdges: 4 -> 7."
     )
 
 

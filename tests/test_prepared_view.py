@@ -87,3 +87,31 @@ def test_overlays_need_names_of_their_own():
         prepare(graph, overlays=[first, first])
     with pytest.raises(OptionError, match="rollup"):
         Overlay("time", "time", {}, rollup="mean")
+
+
+def test_a_coloured_picture_writes_each_value_and_a_compact_key():
+    import shutil
+    import subprocess
+
+    from graphviz_autograd import to_dot
+
+    import torch
+
+    from graphviz_autograd import walk
+
+    x = torch.ones(2, requires_grad=True)
+    graph = walk(x.exp().sin().sum())
+    ops = [n for n in graph.nodes if n.kind == "op"]
+    times = {ops[0].id: 3e-6, ops[1].id: 1e-6, ops[2].id: 0.004}
+    source = to_dot(graph, overlays=[Overlay("backward_time", "backward time", times, rollup="sum", unit="s")])
+    # Each coloured node says its value and its share of the whole, so the picture reads without the key.
+    total = sum(times.values())
+    for node_id, value in times.items():
+        line = next(line for line in source.splitlines() if line.strip().startswith(f"{node_id} ["))
+        assert f"{value / total:.0%}" in line and "xlabel=" in line
+    assert "µs · 0%" in source and " us" not in source  # microseconds written as such
+    # The key is one table: the title once, a swatch per colour used, not a box per step.
+    notes = [line for line in source.splitlines() if line.strip().startswith("note")]
+    assert len(notes) == 1 and notes[0].count("BGCOLOR=") >= 2 and notes[0].count("backward time") == 1
+    if shutil.which("dot"):
+        subprocess.run(["dot", "-Tsvg"], input=source.encode(), check=True, capture_output=True)

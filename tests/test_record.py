@@ -556,3 +556,56 @@ def test_each_module_counts_the_parameters_it_holds_a_tied_weight_once():
     model["tied"].weight = model["head"].weight
     expected = {name: sum(p.numel() for p in module.parameters()) for name, module in model.named_modules()}
     assert {info.path: info.parameters for info in record(model).modules} == expected
+
+
+# --- numbers an op takes: part of the op, with the recorder's word for them ---
+
+
+class _ScaledNorm(nn.Module):
+    """RMSNorm by hand, as Llama writes it: ``variance + eps`` with eps kept on the module."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+        self.variance_epsilon = 1e-5
+
+    def forward(self, x: torch.Tensor, frozen: torch.Tensor) -> torch.Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        y = x * torch.rsqrt(variance + self.variance_epsilon) * self.weight
+        return (y * 0.5 + frozen.detach() * 2).sum()
+
+
+def test_a_recorded_number_is_part_of_its_op_named_by_its_module_and_a_detach_beside_it_keeps_its_box():
+    from graphviz_autograd.graph.autograd_graph import op_constants
+
+    model = _ScaledNorm()
+    x = torch.randn(2, 4, requires_grad=True)
+    with record(model) as rec:
+        out = model(x, torch.randn(2, 4, requires_grad=True))
+    graph = walk(out, model, recorder=rec)
+    constants = sorted((n.label, tuple(op_constants(n))) for n in graph.nodes if op_constants(n))
+    # AddBackward0 saves no operand: only the recorder tells its eps from a tensor cut off.
+    assert ("AddBackward0", ("variance_epsilon=1e-05",)) in constants
+    assert ("MulBackward0", ("0.5",)) in constants
+    cuts = [(n.label, n.note) for n in graph.nodes if n.kind == "no_grad"]
+    assert cuts == [("frozen.detach()", "detach")]  # the 0.5, the 2 and the eps are no boxes; the detach is
+    source = make_dot(out, params=dict(model.named_parameters()), recorder=rec).source
+    assert "with variance_epsilon=1e-05" in source and "frozen.detach()" in source
+
+
+def test_a_llama_layers_rmsnorm_shows_eps_in_its_op():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=16, rms_norm_eps=1e-5,
+    )
+    model = transformers.LlamaForCausalLM(config)
+    with record(model) as rec:
+        out = model(torch.randint(0, 32, (1, 4))).logits
+    graph = walk(out, model, recorder=rec)
+    norms = {n.module: n for n in graph.nodes if n.label == "AddBackward0" and n.module.endswith("layernorm")}
+    assert set(norms) == {"model.layers.0.input_layernorm", "model.layers.0.post_attention_layernorm"}
+    assert all(n.attrs == (("constant", "variance_epsilon=1e-05"),) for n in norms.values())
+    # No input without gradient is left in a norm: eps was its only one.
+    cut_into = {e.target for e in graph.edges if e.kind == "no_grad"}
+    assert not [n for n in norms.values() if n.id in cut_into]

@@ -12,7 +12,7 @@ from torch import nn
 
 from graphviz_autograd import InputTypeError, NoGraphError, to_dot, walk
 from graphviz_autograd.capture import deep_graphs
-from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, AutogradGraph, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, AutogradGraph, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, op_constants
 
 from .graph_cases import CASES
 
@@ -57,19 +57,40 @@ def test_same_input_used_twice_draws_two_edges():
     assert len(list(graph.nodes_of_kind(ACCUMULATE_GRAD))) == 1
 
 
-def test_every_none_slot_becomes_its_own_no_grad_input():
+def test_every_none_slot_of_a_tensor_becomes_its_own_no_grad_input_and_a_number_joins_its_op():
     x = torch.randn(3, requires_grad=True)
     constant = torch.randn(3)
     detached = torch.randn(3, requires_grad=True).detach()
     with torch.no_grad():
         made_without_grad = torch.randn(3) * 2
-    y = x * constant + x * detached + x * made_without_grad + x * 2
+    y = x * constant + x * detached + x * made_without_grad + x * 2 + x * torch.tensor(0.5)
     graph = walk(y)
     cuts = list(graph.nodes_of_kind(NO_GRAD))
-    assert len(cuts) == 4
+    assert len(cuts) == 3  # the tensors; the numbers 2 and 0.5 are no inputs of their own
     for cut in cuts:
         (edge,) = [e for e in graph.edges if e.source == cut.id]
         assert edge.kind == CUT and graph.node(edge.target).label == "MulBackward0"
+    muls = [n for n in graph.nodes if n.label == "MulBackward0"]
+    assert sorted(tuple(op_constants(n)) for n in muls) == [(), (), (), ("0.5",), ("2",)]
+    assert all(not [e for e in graph.edges if e.target == n.id and e.kind == CUT] for n in muls if op_constants(n))
+
+
+def test_a_number_beside_a_detached_tensor_joins_its_op_while_the_tensor_keeps_its_box():
+    x = torch.randn(3, requires_grad=True)
+    detached = torch.randn(3, requires_grad=True).detach()
+    graph = walk((x * 1.0001) * detached)
+    (cut,) = graph.nodes_of_kind(NO_GRAD)
+    (edge,) = [e for e in graph.edges if e.source == cut.id]
+    assert edge.kind == CUT
+    assert [op_constants(n) for n in graph.nodes if n.label == "MulBackward0"] == [[], ["1.0001"]]
+    assert "with 1.0001" in to_dot(graph) and "no grad" in to_dot(graph)
+
+
+def test_a_number_the_op_did_not_save_keeps_its_box_without_a_recorder():
+    # AddBackward0 keeps no operand: x + 1e-6 and x + a cut-off tensor look alike to the walk.
+    x = torch.randn(3, requires_grad=True)
+    graph = walk(x + 1e-6)
+    assert len(list(graph.nodes_of_kind(NO_GRAD))) == 1
 
 
 def test_multiple_outputs_are_named_by_key_and_share_the_graph():
@@ -239,10 +260,10 @@ def test_a_million_op_chain_walks_without_recursion_and_frees_without_crashing()
     for _ in range(ops):
         y = y * 1.0
     graph = walk(y)
-    # output + the ops + a constant input each + AccumulateGrad + leaf; read from the
-    # columns, since building two million Node records would take most of the test's time
+    # output + the ops + marker's input + AccumulateGrad + leaf (each 1.0 is part of its op);
+    # read from the columns, since building a million Node records would take most of the test's time
     contents, links = graph.columns(fill_ids=False).contents, graph.columns(fill_ids=False).links
-    assert len(contents) == 1 + 2 * (ops + 1) + 2
+    assert len(contents) == 1 + (ops + 1) + 1 + 2
     assert sum(1 for content in contents if content[0] == OP) == ops + 1
     assert len(links) == len(contents) - 1  # a chain: one edge into each node but the output
     dot = to_dot(graph)
@@ -367,3 +388,29 @@ def test_a_walked_graph_whose_outputs_are_read_once_each_is_drawn_without_counti
     monkeypatch.setattr(AutogradGraph, "source_reads", counted)
     monkeypatch.setattr(AutogradGraph, "_count_repeated_reads", counted)
     assert to_dot(graph) == expected
+
+
+class _TiedModel(nn.Module):
+    """An embedding whose weight the output layer reads again, as GPT-2's lm_head does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(5, 3)
+        self.lm_head = nn.Linear(3, 5, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.wte(ids))
+
+
+def test_a_tied_weight_shows_every_name_it_goes_by():
+    model = _TiedModel()
+    out = model(torch.tensor([[1, 2]])).sum()
+    graph = walk(out, model)
+    (tied,) = [n for n in graph.nodes if n.kind == PARAMETER]
+    assert tied.label == "wte.weight" and tied.attrs == (("also", "lm_head.weight"),)
+    source = to_dot(graph)
+    assert "wte.weight\\n= lm_head.weight\\n(5, 3)" in source and "also named lm_head.weight" in source
+    # Named by a dict of named_parameters(), which drops the second name, it has one name only.
+    (single,) = [n for n in walk(out, dict(model.named_parameters())).nodes if n.kind == PARAMETER]
+    assert single.attrs == ()

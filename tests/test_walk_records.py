@@ -8,7 +8,7 @@ from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, CUT, NO_GRAD
 
 def test_walk_records_match_nodes_and_edges_built_by_name():
     w = torch.ones(2, requires_grad=True)
-    graph = walk((w * 3).sum(), params={"w": w})
+    graph = walk((w * torch.ones(2)).sum(), params={"w": w})
     assert graph.nodes == (
         Node("n0", OUTPUT, "", shape=(), dtype="float32", device="cpu"),
         Node("n1", OP, "SumBackward0"),

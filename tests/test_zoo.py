@@ -182,3 +182,21 @@ def test_the_zoo_benchmark_prints_its_table():
     assert float(cells["ours ms"]) > 0 and float(cells["dot ms"]) > 0
     assert cells["findings E/W/I"].startswith("0/0/")
     assert int(cells["nodes"]) >= int(cells["drawn"]) > 0
+
+
+def test_the_zoo_benchmark_prints_the_recorders_cost():
+    from .test_benchmarks_smoke import ROOT, run_module
+
+    pytest.importorskip("torchviz")
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz 'dot' is not installed")
+    # This checkout against itself, as --before takes another's root.
+    done = run_module("benchmarks.zoo", "--recorder", "--before", str(ROOT), "--only", "resnet", "--repeat", "1")
+    assert done.returncode == 0, done.stderr
+    header, _rule, row = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    assert cells["model"] == "resnet"
+    forward, recorded = float(cells["forward ms"]), float(cells["recorded ms now"])
+    ratio = float(cells["rec/fwd now"])  # of the times before they were rounded to 0.1 ms
+    assert forward > 0 and abs(ratio - recorded / forward) <= 0.1 * ratio + 0.05
+    assert float(cells["ours/tv before"]) > 0 and float(cells["ours/tv now"]) > 0

@@ -55,11 +55,23 @@ def _join_key(prefix: str, key: Any) -> str:
     return f"{prefix}.{text}" if prefix else text
 
 
-def parameter_names(params: Params) -> dict[int, str]:
-    """Map id(tensor) -> name. The caller keeps the tensors alive during the walk."""
+def parameter_names(params: Params, aliases: Optional[dict[int, list[str]]] = None) -> dict[int, str]:
+    """Map id(tensor) -> name. The caller keeps the tensors alive during the walk.
+
+    A tensor under several names (tied weights: GPT-2's ``transformer.wte.weight`` is
+    ``lm_head.weight``) is known by its first; ``aliases``, when given, gets its other
+    names (id -> names in order), as far as ``params`` holds them (a model does;
+    ``dict(model.named_parameters())`` has dropped them).
+
+    >>> w = torch.ones(1); aliases = {}
+    >>> list(parameter_names([("wte.weight", w), ("lm_head.weight", w)], aliases).values()), list(aliases.values())
+    (['wte.weight'], [['lm_head.weight']])
+    """
     if params is None:
         return {}
-    if isinstance(params, dict) and all(map(_is_tensor, params.values())):
+    if isinstance(params, dict) and all(map(_is_tensor, params.values())) and (
+        aliases is None or len(set(map(id, params.values()))) == len(params)  # else: a tensor under two keys
+    ):
         # The common case, in C-level passes; reversed so that the first name of a
         # tied weight wins, as below.
         return dict(zip(map(id, reversed(params.values())), map(str, reversed(params.keys()))))
@@ -86,7 +98,9 @@ def parameter_names(params: Params) -> dict[int, str]:
                 f"params[{name!r}] is a {type(tensor).__name__}, not a tensor. "
                 "Pass params as dict(model.named_parameters()) or the model itself."
             )
-        names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
+        first = names.setdefault(id(tensor), str(name))  # the first name of a tied weight wins
+        if aliases is not None and first != name and str(name) not in aliases.get(id(tensor), ()):
+            aliases.setdefault(id(tensor), []).append(str(name))
     return names
 
 
@@ -124,3 +138,19 @@ def layout_name(t: torch.Tensor) -> str:
     if t.is_nested:
         return "nested"
     return str(t.layout).replace("torch.", "")
+
+
+def number_text(value: Any) -> str:
+    """How a number operand of an op is written: a Python number, or a 0-d tensor's value
+    when it is in host memory (``'0-d tensor'`` on a device, which would have to be read back).
+
+    >>> number_text(1e-06), number_text(2), number_text(torch.tensor(0.125)), number_text(True)
+    ('1e-06', '2', '0.125', 'True')
+    """
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu" or value.is_meta:
+            return "0-d tensor"
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.6g}"

@@ -32,6 +32,7 @@ import os
 import threading
 import traceback
 import warnings
+from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
 import torch
@@ -44,6 +45,7 @@ from ..errors import InputTypeError
 from ..graph.autograd_graph import (
     BUFFER,
     CALL_MARK,
+    CONSTANT,
     DATA_ATTRIBUTE,
     DETACH,
     FROZEN,
@@ -51,17 +53,21 @@ from ..graph.autograd_graph import (
     INTEGER,
     INTEGER_RESULT,
     NO_GRAD_MODE,
+    PORT_ATTR,
+    PORT_IN,
+    PORT_OUT,
     REQUIRES_GRAD_FALSE,
     ModuleInfo,
     module_of_call,
 )
 from .attribute_names import unregistered_tensors
-from .naming import layout_name, named_tensors
+from .naming import layout_name, named_tensors, number_text
 from .nonfinite_values import LIBRARY_DIRS, ForwardValues, call_name, short_path, user_frame
 
 
-# (code, label text, module where the gradient was cut)
-Reason = tuple[str, str, str]
+# (code, label text, module where the gradient was cut), and on an input a module call took
+# as an argument, a fourth: its (PORT_ATTR, text) pairs (see _note_port)
+Reason = tuple[Any, ...]
 
 # Calls that cut a tensor off: code, how a label says it of a named tensor, of an unnamed one.
 _DETACHING = {
@@ -113,8 +119,13 @@ class Recorder:
                 "Pass the model whose forward pass you want to record."
             )
         self.model = model
-        # The key under which this recorder's notes sit in each node's metadata.
+        # The key under which this recorder's notes sit in each node's metadata, and the key of
+        # the module calls a node's tensor enters or leaves: {(PORT_IN or PORT_OUT, call path): name}.
         self.key = f"graphviz_autograd.record.{next(_keys)}"
+        self.ports_key = self.key + ".ports"
+        self._forward_arguments: dict[type, tuple[str, ...]] = {}
+        # Tensors without gradient a module call took as arguments: {call path: argument name}.
+        self._entered: WeakIdKeyDictionary = WeakIdKeyDictionary()
         # The model's own modules, without the calls after the first (see modules).
         self._defined: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
         self._module_index = {info.path: i for i, info in enumerate(self._defined)}  # path -> place in _defined
@@ -150,6 +161,9 @@ class Recorder:
         self._failing: Optional[tuple[ForwardFailure, BaseException]] = None
         self._last_result: Any = None  # what the latest call returned, while recording
         self._last_module = ""
+        # While recording: the model's modules by path, and the floats each keeps by one name.
+        self._module_objects: dict[str, torch.nn.Module] = {}
+        self._number_names: dict[str, dict[float, str]] = {}
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -209,8 +223,9 @@ class Recorder:
             for name, tensor in unregistered_tensors(self.model).items():
                 self._names.setdefault(id(tensor), name)
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
+            self._module_objects = dict(self.model.named_modules())
             for name, module in self.model.named_modules():
-                self._hooks.append(module.register_forward_pre_hook(self._enter_module(name)))
+                self._hooks.append(module.register_forward_pre_hook(self._enter_module(name), with_kwargs=True))
                 self._hooks.append(module.register_forward_hook(self._leave_module(name), always_call=True))
         self._mode = _RecordingMode(self)
         try:
@@ -236,6 +251,8 @@ class Recorder:
             self._frozen_names = {}
             self._names = {}
             self._named_inputs = []
+            self._module_objects = {}
+            self._number_names = {}
 
     def _name_of(self, tensor: torch.Tensor) -> str:
         """The name the model gives ``tensor`` (a parameter, buffer or input), '' when it gives none."""
@@ -297,9 +314,14 @@ class Recorder:
                     self._input_names[tensor] = tensor_name
 
     def _enter_module(self, name: str) -> Callable:
-        def pre_hook(module: torch.nn.Module, args: Any) -> None:
+        def pre_hook(module: torch.nn.Module, args: Any, kwargs: dict) -> None:
             if not _compiling() and threading.get_ident() == self._thread:
-                self._calls.enter(name)
+                path = self._calls.enter(name)
+                names = self._argument_names(module)
+                for i, value in enumerate(args):
+                    self._note_port(value, path, PORT_IN, names[i] if i < len(names) else f"args[{i}]")
+                for key, value in kwargs.items():
+                    self._note_port(value, path, PORT_IN, key)
 
         return pre_hook
 
@@ -307,9 +329,53 @@ class Recorder:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
             if _compiling() or threading.get_ident() != self._thread:
                 return
+            path = self._calls.current
+            if isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
+                for key, value in output.items():
+                    self._note_port(value, path, PORT_OUT, str(key))
+            else:
+                self._note_port(output, path, PORT_OUT, "output")
             self._calls.leave(name)
 
         return hook
+
+    def _argument_names(self, module: torch.nn.Module) -> tuple[str, ...]:
+        """The names of the positional parameters of ``module``'s forward (up to a ``*args``), kept per class."""
+        known = self._forward_arguments.get(type(module))
+        if known is not None:
+            return known
+        try:
+            parameters = list(inspect.signature(module.forward).parameters.values())
+        except (TypeError, ValueError):
+            parameters = []
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names: list[str] = []
+        for parameter in parameters:
+            if parameter.kind not in positional:
+                break
+            names.append(parameter.name)
+        found = self._forward_arguments[type(module)] = tuple(names)
+        return found
+
+    def _note_port(self, value: Any, path: str, direction: str, name: str) -> None:
+        """Note on the node that made ``value`` (a tensor, or a tuple or list of them) that it
+        enters (or leaves) the call ``path`` as ``name``: what the explorer names a port by."""
+        if _is_tensor(value):
+            fn = value.grad_fn
+            if fn is not None:
+                ports = fn.metadata.get(self.ports_key)
+                if ports is None:
+                    ports = fn.metadata[self.ports_key] = {}
+                ports.setdefault((direction, path), name)
+            elif not value.requires_grad and direction == PORT_IN:  # an input without gradient: on its cut
+                entered = self._entered.get(value)
+                if entered is None:
+                    entered = self._entered[value] = {}
+                entered.setdefault(path, name)
+        elif type(value) is tuple or type(value) is list:
+            for i, item in enumerate(value):
+                if _is_tensor(item):
+                    self._note_port(item, path, direction, f"{name}[{i}]")
 
     @property
     def current_module(self) -> str:
@@ -358,6 +424,8 @@ class Recorder:
             for out in outputs:
                 self._reasons[out] = (code, named_text.format(name) if name else text, module)
             return
+        if len(self._entered):
+            self._pass_on_ports(inputs, outputs)
         new_nodes = self._note_new_nodes(outputs, inputs, module, before)
         if new_nodes:
             self._note_cuts(new_nodes, func, args, kwargs, module)
@@ -399,8 +467,16 @@ class Recorder:
         ordered = _SLOT_ORDER.get(func, list)(list(args)) + list(kwargs.values())
         tensors = [t for t in tree_leaves(ordered) if isinstance(t, torch.Tensor) and not t.requires_grad]
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
-        candidates = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
-        reasons = [self._reason(t, module) for t in candidates]
+        candidates: list = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
+        # A number among the operands (x * 1.0001, variance + eps) took a slot as a 0-d tensor:
+        # the operands that carry no gradient, numbers among them, when they are one per slot.
+        operands = [v for v in _flat(ordered[: len(args)]) if type(v) in _NUMBER_TYPES
+                    or (_is_tensor(v) and not v.requires_grad and (v.is_floating_point() or v.is_complex()))]
+        if len(operands) == len(slots) and len(operands) > len(differentiable):
+            candidates = operands
+        reasons = [self._operand_reason(v, module) for v in candidates]
+        if len(self._entered):  # inputs without gradient a module call took as arguments: their names
+            reasons = [self._with_ports(reason, v) for reason, v in zip(reasons, candidates)]
         hidden = _HIDDEN_INPUTS.get(func)
         if hidden is not None:  # an input the op makes itself comes first among its slots
             reasons.insert(0, (REQUIRES_GRAD_FALSE, hidden, module))
@@ -414,6 +490,54 @@ class Recorder:
         for fn in new_nodes:
             if id(fn) in per_node:
                 fn.metadata[self.key] = (fn.metadata[self.key][0], tuple(per_node[id(fn)]))
+
+    def _pass_on_ports(self, inputs: list, outputs: list) -> None:
+        """An input without gradient a module call took as an argument, reshaped or sliced
+        (``cos.unsqueeze(1)``, ``mask[:, :, :, :n]``), is still that argument where it is used."""
+        for tensor in inputs:
+            if not tensor.requires_grad:
+                entered = self._entered.get(tensor)
+                if entered:
+                    for out in outputs:
+                        if not out.requires_grad and out not in self._entered:
+                            self._entered[out] = dict(entered)
+                    return
+
+    def _with_ports(self, reason: Reason, value: Any) -> Reason:
+        """``reason`` with the module calls ``value`` entered as an argument, by its name there."""
+        entered = self._entered.get(value) if _is_tensor(value) else None
+        if not entered:
+            return reason
+        return (*reason[:3], tuple((PORT_ATTR, f"{PORT_IN}\n{path}\n{name}") for path, name in sorted(entered.items())))
+
+    def _operand_reason(self, value: Any, module: str) -> Reason:
+        """Why an operand without gradient carries none: a number (a Python number, or a 0-d
+        tensor with no reason of its own) is a constant of its op, with its value."""
+        if not _is_tensor(value):
+            return CONSTANT, self._constant_text(value, module), module
+        reason = self._reason(value, module)
+        if value.dim() == 0 and reason[0] == REQUIRES_GRAD_FALSE and not self._names.get(id(value)):
+            return CONSTANT, number_text(value), module
+        return reason
+
+    def _constant_text(self, value: Any, module: str) -> str:
+        """A number as an op shows it: ``variance_epsilon=1e-06`` when the running module
+        keeps it under one name (a float other than 0 and ±1, which many settings share),
+        else its value."""
+        text = number_text(value)
+        if type(value) is not float or value in (0.0, 1.0, -1.0):
+            return text
+        path = module_of_call(module)
+        names = self._number_names.get(path)
+        if names is None:
+            owner = self._module_objects.get(path)
+            found: dict[float, list[str]] = {}
+            for attribute, held in (vars(owner).items() if owner is not None else ()):
+                if type(held) is float and not attribute.startswith("_"):
+                    found.setdefault(held, []).append(attribute)
+            names = self._number_names[path] = {v: n[0] for v, n in found.items() if len(n) == 1}
+        name = names.get(value)
+        return f"{name}={text}" if name else text
 
     def _reason(self, tensor: torch.Tensor, module: str) -> Reason:
         """Why ``tensor`` (an input without gradient) carries none."""
@@ -628,6 +752,15 @@ def _tensors_in(args: tuple, kwargs: Optional[dict] = None) -> list[torch.Tensor
             else:
                 return _tree_tensors(args, kwargs)
     return found
+
+
+# The Python numbers an op takes as an operand (a bool is a flag more often than an operand).
+_NUMBER_TYPES = frozenset((int, float, complex))
+
+
+def _flat(args: Any) -> list[Any]:
+    """The values of ``args`` and of the lists and tuples among them, in order."""
+    return [item for value in args for item in (value if type(value) in (list, tuple) else (value,))]
 
 
 def _tree_tensors(args: tuple, kwargs: Optional[dict]) -> list[torch.Tensor]:

@@ -8,9 +8,12 @@ an :class:`~graphviz_autograd.graph.autograd_graph.AutogradGraph` that holds no 
 >>> import torch
 >>> w = torch.ones(2, requires_grad=True)
 >>> g = walk((w * 3).sum(), params={"w": w})
->>> [(n.kind, n.label) for n in g.nodes]  # doctest: +NORMALIZE_WHITESPACE
-[('output', ''), ('op', 'SumBackward0'), ('op', 'MulBackward0'),
- ('accumulate_grad', 'AccumulateGrad'), ('no_grad', ''), ('parameter', 'w')]
+>>> [(n.kind, n.label, n.attrs) for n in g.nodes]  # doctest: +NORMALIZE_WHITESPACE
+[('output', '', ()), ('op', 'SumBackward0', ()), ('op', 'MulBackward0', (('constant', '3'),)),
+ ('accumulate_grad', 'AccumulateGrad', ()), ('parameter', 'w', ())]
+
+A number an op takes (``w * 3``) is part of its op, not an input of its own; see
+:meth:`_Walker.saved_constant` for what the graph alone can tell of one.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from torch.autograd.function import BackwardCFunction
 
 from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
-from .naming import Params, layout_name, named_tensors, parameter_names, view_name
+from .naming import Params, layout_name, named_tensors, number_text, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
+    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, PORT_ATTR, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
     SAVED_BY, SAVED_TENSOR_OF,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
@@ -55,6 +58,13 @@ _PLAIN_OPS: dict[type, tuple] = {}
 _PLAIN_OPS_KEPT = 1_000
 
 _SAVED_PREFIX = "_saved_"
+_SAVED_SELF, _SAVED_OTHER = "_saved_self", "_saved_other"
+_is_tensor = torch.Tensor.__instancecheck__
+# A number operand in device memory: its value is not read back (that would wait for the device).
+_DEVICE_CONSTANT = (CONSTANT, "0-d tensor", "")
+# float -> the reason a number operand of that value gives; kept between walks, up to a bound.
+_NUMBER_TEXTS: dict[float, tuple[str, str, str]] = {}
+_NUMBER_TEXTS_KEPT = 10_000
 _RAW_SAVED_PREFIX = "_raw_saved_"
 _CPP_PREFIX = "torch::autograd::"
 # Why a saved value cannot be read (Node.note), and how an op's attribute shows it.
@@ -111,13 +121,14 @@ def walk(
     with_graph = [(name, t) for name, t in named_outputs if t.grad_fn is not None or t.requires_grad]
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
-    names = parameter_names(params)
+    aliases: dict[int, list[str]] = {}
+    names = parameter_names(params, aliases)
     # With names asked for, the forward's arguments are named too, as the CLI names them.
     recorded_inputs = recorder.named_inputs() if recorder is not None and params is not None else ()
     for name, tensor in recorded_inputs:
         names.setdefault(id(tensor), name)
     deep_graphs.release_unreferenced()
-    walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder)
+    walker = _Walker(names, params is not None, collect_saved, collect_shapes, recorder, aliases)
     with _gc_paused:
         graph = walker.run(with_graph)
     if collect_sequence_numbers:
@@ -295,8 +306,11 @@ class _Walker:
         collect_saved: bool,
         collect_shapes: bool = False,
         recorder: Optional["Recorder"] = None,
+        aliases: Optional[dict[int, list[str]]] = None,
     ):
         self.parameter_names = parameter_names
+        # id -> the other names of a tensor under several (tied weights), as ALSO_NAMED attrs
+        self.aliases = {key: tuple((ALSO_NAMED, name) for name in names) for key, names in (aliases or {}).items()}
         self.params_given = params_given
         self.collect_saved = collect_saved
         self.collect_shapes = collect_shapes
@@ -318,6 +332,8 @@ class _Walker:
         # type(grad_fn) -> the content all its nodes share (see content_of); filled by plain walks only
         self.plain_ops: dict[type, tuple] = _PLAIN_OPS if self.plain else {}
         self.saved_names: dict[type, tuple[str, ...]] = {}
+        self.saved_operands: dict[type, tuple[str, ...]] = {}  # type -> the names its operands are saved by
+        self.with_numbers: dict[tuple, tuple] = {}  # (id(content), number texts) -> the content with them
 
     def new_index(self) -> int:
         index = len(self.contents)
@@ -371,6 +387,7 @@ class _Walker:
         # accumulate_grad(): GPT-2 has 148, and three calls each were a fifth of its walk.
         leaf_index = self.leaf_index
         plain_accumulate = self.shared_content(ACCUMULATE_GRAD, _ACCUMULATE_GRAD, "")
+        constants: Optional[list[str]] = None  # the number operands of the node at hand, once one is met
         while stack:
             fn = stack.pop()
             index = fn_index[fn]
@@ -397,12 +414,20 @@ class _Walker:
                 if child is None:
                     if cut_reasons:
                         reason = cut_reasons[cuts] if cuts < len(cut_reasons) else None
-                        cuts += 1
-                        if reason is not None:
-                            code, text, where = reason
-                            add_link((len(contents), index, _CUT_LINK))
-                            add_content((NO_GRAD, text, None, None, None, (), code, where))
+                    else:  # no recorder's word: what the op saved may show a number
+                        reason = self.saved_constant(fn, cuts)
+                    cuts += 1
+                    if reason is not None:
+                        code, text, where = reason[:3]
+                        if code == CONSTANT:  # part of its op, not an input of its own
+                            if constants is None:
+                                constants = []
+                            constants.append(text)
                             continue
+                        add_link((len(contents), index, _CUT_LINK))
+                        # A fourth: the module calls that took it as an argument (its ports).
+                        add_content((NO_GRAD, text, None, None, None, reason[3] if len(reason) > 3 else (), code, where))
+                        continue
                     add_link((len(contents), index, _CUT_LINK))
                     add_content(plain_cut)
                     continue
@@ -415,6 +440,9 @@ class _Walker:
                 add_link((child_index, index, self.output_meta(child, output_nr) if shapes else _DATA_LINK))
             if new_children > 1:
                 stack[-new_children:] = stack[-new_children:][::-1]
+            if constants is not None:
+                contents[index] = self.with_constants(content, constants)
+                constants = None
 
     def content_of(self, fn: Any, index: int) -> Optional[tuple[tuple, str, tuple, tuple]]:
         """What :meth:`drain` needs of a node whose type it has no content for: the
@@ -437,7 +465,11 @@ class _Walker:
             return None
         module, cut_reasons = "", ()
         if self.recorder is not None:
-            module, cut_reasons = fn.metadata.get(self.recorder.key) or _NO_NOTES
+            metadata = fn.metadata
+            module, cut_reasons = metadata.get(self.recorder.key) or _NO_NOTES
+            ports = metadata.get(self.recorder.ports_key)
+            if ports:  # the module calls its tensor entered or left, by argument or output name
+                attrs += tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(ports.items()))
         if attrs:
             content = (OP, label, None, None, None, attrs, "", module)
         else:
@@ -445,6 +477,57 @@ class _Walker:
             if plain:
                 self.keep_plain_op(type(fn), content)
         return content, module, cut_reasons, self.shared_content(NO_GRAD, "", module)
+
+    def saved_constant(self, fn: Any, nth: int) -> Optional[tuple[str, str, str]]:
+        """``(CONSTANT, value, '')`` when the ``nth`` input without gradient of ``fn`` is a
+        number, as far as the graph alone tells: a binary op that saved both operands
+        (``MulBackward0``, ``DivBackward0``, ...) saved it as a 0-d tensor. None otherwise.
+
+        Ops that save no operand (``AddBackward0``, ``SubBackward0``: ``x + 1e-6``) cannot
+        tell a number from a tensor cut off; a recorder can. Read per input without
+        gradient only, which most ops have none of.
+        """
+        operands = self.saved_operands.get(type(fn))
+        if operands is None:
+            names = self.saved_attr_names(fn)
+            both = "self" in names and "other" in names
+            operands = self.saved_operands[type(fn)] = (_SAVED_SELF, _SAVED_OTHER) if both else ()
+        if not operands:
+            return None
+        # A binary op: its first input without gradient is "self" only when its first input is one.
+        first, *rest = fn.next_functions
+        position = nth if first[0] is None else nth + 1
+        if position > 1 or not rest:
+            return None
+        try:
+            value = getattr(fn, operands[position])
+        except RuntimeError:  # freed by backward(): nothing left to tell by
+            return None
+        # One look at its metadata tells a number: a 0-d tensor without gradient. A chain of
+        # 20,000 x * 1.0001 reads 20,000 of them: the text is kept per value, and the value
+        # read with tolist() (half of item()'s time), from host memory only.
+        if not _is_tensor(value) or value.ndim != 0 or value.requires_grad:
+            return None
+        if not value.is_cpu:
+            return _DEVICE_CONSTANT
+        number = value.tolist()
+        found = _NUMBER_TEXTS.get(number) if type(number) is float else None
+        if found is None:
+            found = (CONSTANT, number_text(number), "")
+            if type(number) is float and len(_NUMBER_TEXTS) < _NUMBER_TEXTS_KEPT:
+                _NUMBER_TEXTS[number] = found
+        return found
+
+    def with_constants(self, content: tuple, constants: list[str]) -> tuple:
+        """An op's content with its number operands in its attrs: one tuple per op and values
+        (by the content's identity: contents alike are one tuple already)."""
+        key = (id(content), *constants)
+        found = self.with_numbers.get(key)
+        if found is None:
+            attrs = content[5] + tuple((CONSTANT_ATTR, text) for text in constants)
+            found = self.with_numbers[key] = (*content[:5], attrs, *content[6:])
+            self.keep_alive.append(content)  # type: ignore[arg-type]  # its id is a key above
+        return found
 
     def keep_plain_op(self, fn_type: type, content: tuple) -> None:
         if len(self.plain_ops) >= _PLAIN_OPS_KEPT:
@@ -510,8 +593,9 @@ class _Walker:
             # whose forward first used it (a tensor made there).
             owner = self.recorder.owner(name) if name else self.recorder.first_used_in(tensor)
         kind = LEAF if name is None else PARAMETER
+        also = self.aliases.get(key, ()) if self.aliases else ()
         if tensor.layout is not _STRIDED or tensor.is_nested:  # sparse, nested...: say so
-            self.contents.append((kind, name or "", *_tensor_meta(tensor), (), "", owner))
+            self.contents.append((kind, name or "", *_tensor_meta(tensor), also, "", owner))
             return index
         # _tensor_meta() spelled out: a model's every parameter comes here once a walk.
         # A strided tensor's sizes are plain ints (symbolic ones exist only while
@@ -524,7 +608,7 @@ class _Walker:
                 tuple(tensor.size()),
                 _DTYPE_NAMES.get(dtype) or _dtype_name(dtype),
                 _DEVICE_NAMES.get(device) or _device_name(device),
-                (),
+                also,
                 "",
                 owner,
             )

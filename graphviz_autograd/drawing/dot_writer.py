@@ -27,12 +27,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import (
-    NO_GRAD_LABEL, UNNAMED, describe, failed_call_lines, junction_lines, module_label_lines, shape_text, tensor_headline,
+    NO_GRAD_LABEL, UNNAMED, constant_lines, describe, failed_call_lines, junction_lines, module_label_lines, shape_text, tensor_headline,
 )
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, FAILED, LEAF, MODULE, NO_GRAD, NODE_KINDS, OP, OUTPUT, PARAMETER, SAVED,
 )
-from ..graph.autograd_graph import AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location
+from ..graph.autograd_graph import (
+    AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants, other_names, saved_attrs,
+)
 from ..views.junctions import Rerouted, graph_junctions
 from ..views.stacking import stacking_edges
 from ..graph.style import (
@@ -53,8 +55,8 @@ from ..options import DrawOptions
 from ..views.overlays import Overlay
 from ..views.page_fit import COMPACT_RANKSEP
 from ..views.prepared import View, prepare
-from ..views.shown import shown_text
-from .overlay_styles import overlay_styles
+from ..views.shown import drawn_text
+from .overlay_styles import COLOUR_BAR, overlay_styles
 
 DEFAULT_DTYPE = "float32"
 # to_dot joins node and edge lines in runs of this many (see body_lines).
@@ -117,9 +119,9 @@ def escape(text: str, line_end: str = "\\n") -> str:
         # replace instead of the passes below, which would change nothing else.
         return text.replace("\n", line_end)
     # Line breaks are made one kind and tabs spaces first; what is left that cannot be
-    # shown becomes an escape as a page shows it (shown_text), whose backslash is
-    # then doubled with the others, as DOT reads one shown backslash.
-    text = shown_text(text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), one_line=False)
+    # shown becomes an escape (drawn_text), whose backslash is then doubled with the
+    # others, as DOT reads one shown backslash.
+    text = drawn_text(text.replace("\r\n", "\n").replace("\r", "\n").replace("\t", " "), one_line=False)
     text = text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
     return text.replace("\n", line_end)
 
@@ -776,18 +778,23 @@ class _Writer:
         not for a name with characters to escape, a leaf drawn as unnamed, or a saved
         tensor with a note."""
         kind = content[0]
-        return not (_NEEDS_ESCAPE.search(content[1]) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6]))
+        return not (_NEEDS_ESCAPE.search(content[1]) or (kind == LEAF and self.params_given) or (kind == SAVED and content[6])
+                    or (kind == PARAMETER and content[5]))  # a tied weight's other names
 
     def label_value(self, node: Node) -> str:
         """The value of a node's ``label`` attribute, quoted as needed."""
         kind = node.kind
         if node.note == FAILED and kind == OP:
             return label(failed_call_lines(node), True)
-        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and node.attrs):
+        if (kind == OP or kind == ACCUMULATE_GRAD) and not (self.show_attrs and saved_attrs(node)):
             # A recorded graph has the same op in many modules: its label is one text.
             value = self.op_labels.get(node.label)
             if value is None:
                 value = self.op_labels[node.label] = self.quoted_id_or_label(node.label)
+            if node.attrs:  # its number operands under its name (x * 1.0001: "with 1.0001")
+                constants = op_constants(node)
+                if constants:
+                    return label([node.label, *constant_lines(constants, self.max_chars)], False)
             return value
         lines, left = self.label_lines(node)
         return label(lines, left)
@@ -811,6 +818,8 @@ class _Writer:
         if kind == SAVED and node.note:
             return [name, f"[{node.note}]"], False
         lines = [name] if name else []
+        if kind == PARAMETER and node.attrs:  # tied weights: each name it goes by
+            lines += [f"= {self.cut_name(other)}" for other in other_names(node)]
         lines.append(self.tensor_text(node))
         return lines, False
 
@@ -846,11 +855,12 @@ class _Writer:
 
     def attr_table(self, node: Node) -> list[str]:
         """An op's name over a table of its saved values, values cut at max_chars."""
-        width = max(len(k) for k, _ in node.attrs)
+        attrs = saved_attrs(node)
+        width = max(len(k) for k, _ in attrs)
         # A value's repr may span lines (a module held on a ctx); one row each.
-        values = [" ".join(v.split()) for _, v in node.attrs]
+        values = [" ".join(v.split()) for _, v in attrs]
         values = [v if len(v) <= self.max_chars else v[: self.max_chars - 3] + "..." for v in values]
-        rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(node.attrs, values)]
+        rows = [f"{k.ljust(width)}: {v}" for (k, _), v in zip(attrs, values)]
         rule = "-" * max(len(node.label), max(len(r) for r in rows))
         return [node.label, rule, *rows]
 
@@ -987,9 +997,34 @@ def _legend_lines(kinds: list[str], styles: dict[str, dict[str, str]]) -> list[s
     return lines
 
 
+def html_text(text: str) -> str:
+    """Text in an HTML-like label (a key's table): escaped as a drawing shows it, then as HTML.
+
+    >>> html_text('a < b & "c"\\x00')
+    'a &lt; b &amp; &quot;c&quot;\\\\x00'
+    """
+    text = drawn_text(text)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def _colour_bar(text: Sequence[str], colours: str) -> str:
+    """A colour key as one small table: the title over a row of swatches, each with the
+    range of values it stands for written in it."""
+    title, *cells = text
+    row = "".join(
+        f'<TD BGCOLOR="{html_text(fill)}"><FONT COLOR="{html_text(font)}" POINT-SIZE="8">{html_text(cell)}</FONT></TD>'
+        for cell, (fill, font) in zip(cells, (pair.split(" ", 1) for pair in colours.split("\t")))
+    )
+    return (f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="2">'
+            f'<TR><TD COLSPAN="{len(cells)}">{html_text(title)}</TD></TR><TR>{row}</TR></TABLE>>')
+
+
 def _note_lines(notes: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> list[str]:
     lines = ["\tsubgraph cluster_notes {\n", "\t\tgraph [label=notes style=dashed]\n"]
     for i, (text, attrs) in enumerate(notes):
+        if COLOUR_BAR in attrs:
+            lines.append(f"\t\tnote{i} [label={_colour_bar(text, attrs[COLOUR_BAR])} shape=plaintext style=solid]\n")
+            continue
         node_attrs = {str(k): str(v) for k, v in attrs.items()}
         node_attrs["label"] = label(list(text), left=len(text) > 1)
         lines.append(f"\t\tnote{i} [{attr_list(node_attrs)}]\n")

@@ -5,13 +5,15 @@ A ``severity`` overlay draws a thick border in the colour of the worst severity 
 node (errors red, warnings orange) with the messages in its tooltip; a ``log``
 overlay fills each node by the power of ten of its value, on the scale of
 ``style.GRADIENT_NORM_SCALE``, zero and NaN/Inf in colours of their own, with a key of
-the steps used. Several overlays merge: later attributes win, tooltips are joined,
-keys follow one another.
+the steps used, and writes the value beside each filled node (its ``xlabel``: ``1.2 ms
+· 14%``, the share of all the values of an overlay that adds up), so that the picture
+reads without the key. Several overlays merge: later attributes win, tooltips are
+joined, keys follow one another.
 
 >>> from graphviz_autograd.views.overlays import Overlay
 >>> styles, key = overlay_styles([Overlay("grad_norm", "grad norm", {"n1": 0.5, "n2": 0.0}, rollup="max")])
 >>> styles["n2"]["fillcolor"], key[-1][0]
-('white', ['grad norm 0'])
+('white', ['grad norm', '4.6e-01 - 6.0e-01', 'grad norm 0'])
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from ..views.diffing import state_of
 from ..views.overlays import KeyItem, Overlay, severity_of
 
 NodeStyles = dict[str, dict[str, str]]
+# A key item with this attribute is a colour bar, drawn as one small table by the DOT writer:
+# its first line the title, then one cell per colour (the value: "fillcolor fontcolor",
+# tab-separated, in the order of the lines after the title).
+COLOUR_BAR = "colour_bar"
 
 
 def overlay_styles(overlays: Iterable[Overlay]) -> tuple[NodeStyles, list[KeyItem]]:
@@ -81,6 +87,10 @@ def _log_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
     styles: NodeStyles = {}
     used_steps: set[int] = set()
     used_special: set[str] = set()
+    # Values that add up (time, bytes) are each a share of their sum: the drawn nodes and
+    # boxes hold every value once, rolled up.
+    finite = [v for v in values.values() if math.isfinite(v) and v > 0]
+    total = sum(finite) if overlay.rollup == "sum" and len(finite) > 1 else 0.0
     for node_id, value in values.items():
         if math.isnan(value) or math.isinf(value):
             style, special = GRADIENT_SPECIAL_STYLES["nonfinite"], "nonfinite"
@@ -93,17 +103,36 @@ def _log_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:
         if special:
             used_special.add(special)
         tooltip = overlay.tooltips.get(node_id) or f"{overlay.title}: {overlay.value_text(value)}"
-        styles[node_id] = dict(style, tooltip=tooltip)
-    key: list[KeyItem] = []
+        styles[node_id] = dict(style, tooltip=tooltip, xlabel=_value_label(value, total, overlay))
+    # The key: one compact bar, a swatch per step used over the range it stands for (and
+    # zero and NaN/Inf), under the overlay's title, rather than a box per step.
+    cells: list[tuple[str, str, str]] = []  # (fillcolor, fontcolor, text)
     for step in sorted(used_steps):
         lo = 10 ** (low + (high - low) * step / steps)
         hi = 10 ** (low + (high - low) * (step + 1) / steps)
-        key.append(([f"{overlay.title} {_key_number(lo, overlay)} - {_key_number(hi, overlay)}"], dict(GRADIENT_NORM_SCALE[step])))
+        style = GRADIENT_NORM_SCALE[step]
+        cells.append((style["fillcolor"], style.get("fontcolor", "black"), f"{_key_number(lo, overlay)} - {_key_number(hi, overlay)}"))
     if "zero" in used_special:
-        key.append(([f"{overlay.title} 0"], dict(GRADIENT_SPECIAL_STYLES["zero"])))
+        cells.append((GRADIENT_SPECIAL_STYLES["zero"]["fillcolor"], "black", f"{overlay.title} 0"))
     if "nonfinite" in used_special:
-        key.append(([overlay.nonfinite or f"{overlay.title} NaN/Inf"], dict(GRADIENT_SPECIAL_STYLES["nonfinite"])))
-    return styles, key
+        style = GRADIENT_SPECIAL_STYLES["nonfinite"]
+        cells.append((style["fillcolor"], style.get("fontcolor", "black"), overlay.nonfinite or f"{overlay.title} NaN/Inf"))
+    if not cells:
+        return styles, []
+    bar = {COLOUR_BAR: "\t".join(f"{fill} {font}" for fill, font, _ in cells)}
+    return styles, [([overlay.title, *(text for _, _, text in cells)], bar)]
+
+
+def _value_label(value: float, total: float, overlay: Overlay) -> str:
+    """The text written beside a filled node: its value, and its share of ``total`` when one is given.
+
+    >>> _value_label(0.0012, 0.0048, Overlay("backward_time", "backward time", {}, unit="s"))
+    '1.2 ms · 25%'
+    """
+    text = overlay.value_text(value)
+    if total and math.isfinite(value) and value > 0:
+        text += f" \u00b7 {value / total:.0%}"
+    return text
 
 
 def _log_domain(overlay: Overlay) -> tuple[int, int]:

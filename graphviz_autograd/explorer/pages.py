@@ -36,7 +36,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
 from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe_op, failed_call_tooltip, module_box_lines, shape_text
@@ -51,7 +51,9 @@ from ..errors import (
     RenderError,
 )
 from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, FAILED, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
-from ..graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns
+from ..graph.autograd_graph import (
+    AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants, other_names, port_names, saved_attrs,
+)
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
 from ..drawing.layout import layered_positions
@@ -445,7 +447,7 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
             level_edges[meet].append((s_end, t_end, kind, shape))
         for depth in range(common, len(cs)):  # levels the edge leaves
             inner = ("n", s) if depth + 1 == len(cs) else ("m", cs[depth + 1])
-            level_edges[cs[depth]].append((inner, ("x", t, PORT_OUT), kind, shape))
+            level_edges[cs[depth]].append((inner, ("x", t, PORT_OUT, s), kind, shape))
         for depth in range(common, len(ct)):  # levels the edge enters
             inner = ("n", t) if depth + 1 == len(ct) else ("m", ct[depth + 1])
             level_edges[ct[depth]].append((("x", s, PORT_IN), inner, kind, shape))
@@ -476,11 +478,16 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
     runs_of = functools.partial(box_runs, modules, members=members, targets=node_targets(graph.edges),
                                 apart=states.get if states else None)
 
+    # The parameter each AccumulateGrad stores the gradient of: a port it crosses is named by it.
+    kind_of = {node.id: node.kind for node in nodes}
+    parameter_of = {edge[1]: graph.node(edge[0]).label for edge in graph.edges
+                    if kind_of.get(edge[0]) == PARAMETER and kind_of.get(edge[1]) == ACCUMULATE_GRAD}
     # Deepest levels first: a box's signature needs its level's template.
     templates: list[dict] = []
     template_of: dict[tuple, int] = {}
     for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
-        _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates, runs_of)
+        _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates, runs_of,
+                     parameter_of)
 
     _add_expanded_views(ordered, levels, home, edges_out, templates, options.expand_limit)
     # Each item's label, made here once: Graphviz lays it out with these lines, the page
@@ -531,6 +538,7 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
             "template": level.template,
             "refs": [_ref(ref, level_number) for ref in level.refs],
         })
+    start = start_level(levels, level_paths)
     for template in templates:  # laid out from the items as tuples; sent with named fields
         template["items"] = [item_record(item) for item in template["items"]]
     return {
@@ -539,6 +547,7 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         "nodes": node_rows,
         "edges": edges_out,
         "levels": level_rows,
+        "start": level_number[start],
         "templates": templates,
         "meanings": meanings,
         "findings": finding_rows,
@@ -556,6 +565,27 @@ def _overlay_notes(overlay: Overlay, index_of: dict[str, int]) -> dict[str, str]
     """A diff's words for each node, by node index: what changed, old -> new."""
     return {str(index_of[node_id]): shown_text(text, one_line=False)
             for node_id, text in overlay.tooltips.items() if node_id in index_of}
+
+
+# The page opens past a level where one module box holds at least this share of its ops
+# (GPT-2's transformer, Llama's model: 287 of 295 ops), since every reader's first click
+# would be that box; the breadcrumb and Backspace still go up.
+OPEN_PAST_SHARE = 0.9
+
+
+def start_level(levels: dict[str, "_Level"], level_paths: Sequence[str]) -> str:
+    """The level a page opens at: from the top, down through each level where one box
+    (one module, not a folded run) holds at least ``OPEN_PAST_SHARE`` of the level's ops."""
+    path = level_paths[0] if level_paths else ""
+    while True:
+        level = levels[path]
+        inner = [ref[1][0] for item, ref in zip(level.items, level.refs) if item[0] == BOX and len(ref[1]) == 1]
+        if not level.ops:
+            return path
+        big = [child for child in inner if levels[child].ops >= OPEN_PAST_SHARE * level.ops]
+        if len(big) != 1:
+            return path
+        path = big[0]
 
 
 def item_record(item: Sequence[Any]) -> dict[str, Any]:
@@ -601,6 +631,7 @@ def _build_level(
     template_of: dict[tuple, int],
     templates: list[dict],
     runs_of: Callable[[Sequence[str]], list[list[str]]],
+    parameter_of: Mapping[str, str],
 ) -> None:
     """Fill ``level``'s items, references and edges, and find or make its template.
 
@@ -633,8 +664,12 @@ def _build_level(
             label = node.label
             if node.kind in (PARAMETER, LEAF) and prefix and label.startswith(prefix):
                 label = label[len(prefix):]
+            # An op's note is its number operands (x * 1.0001), which have no item of their own.
+            # A tied weight's, its other names (each kept whole: another level may own it).
+            note = (node.note if node.kind == NO_GRAD else ", ".join(op_constants(node)) if node.kind == OP
+                    else "\n".join(other_names(node)) if node.kind == PARAMETER else "")
             items.append((node.kind, label, _shape_text(node.shape) if node.kind in (PARAMETER, LEAF, OUTPUT) else "",
-                          node.note if node.kind == NO_GRAD else ""))
+                          note))
             refs.append(("n", key[1]))
         else:
             run = run_of[key[1]]
@@ -657,16 +692,25 @@ def _build_level(
             return box_of[e[1]]
         return e
 
-    # Ports, numbered as first met: one per outside node an edge comes from.
+    # Ports, numbered as first met: one per outside node an edge comes from. Each is named
+    # by what enters or leaves when a recorder saw it (the argument or output name of this
+    # module's call: hidden_states, position_embeddings[0]; a parameter's name), else `in N`.
     port_of: dict[tuple, int] = {}
     level_edges: dict[tuple, tuple] = {}
+
+    def port_label(way: str, node_index: int) -> str:
+        number = sum(1 for p in port_of if p[0] == way)
+        name = _port_name(nodes[shown[node_index]], way, level.path, parameter_of)
+        # Named alike, two ports are one tensor read twice (a rotary cos by q and by k).
+        return f"{way} {number}" if name is None else name
+
     for source, target, kind, shape in edges:
         s, t = end(source), end(target)
         if isinstance(s, tuple):
             key = (PORT_IN, s[1])
             if key not in port_of:
                 port_of[key] = len(items)
-                items.append((PORT_IN, f"in {sum(1 for p in port_of if p[0] == PORT_IN)}", "", ""))
+                items.append((PORT_IN, port_label(PORT_IN, s[1]), "", ""))
                 refs.append(("x", s[1]))
             s = port_of[key]
         if isinstance(t, tuple):
@@ -675,7 +719,7 @@ def _build_level(
             key = (PORT_OUT, s)
             if key not in port_of:
                 port_of[key] = len(items)
-                items.append((PORT_OUT, f"out {sum(1 for p in port_of if p[0] == PORT_OUT)}", "", ""))
+                items.append((PORT_OUT, port_label(PORT_OUT, t[3]), "", ""))
                 refs.append(("x", t[1]))
             t = port_of[key]
         if s == t:
@@ -697,6 +741,20 @@ def _build_level(
         template = template_of[level.signature] = len(templates)
         templates.append({"items": [list(item) for item in items], "edges": [list(e) for e in level.edges]})
     level.template = template
+
+
+def _port_name(node: Any, way: str, path: str, parameter_of: Mapping[str, str]) -> Optional[str]:
+    """What a port of the level ``path`` is named by: the argument (``way`` in) or output
+    (out) name under which the module call took or returned ``node``'s tensor, as a recorder
+    noted it; a parameter's name for a weight (or its AccumulateGrad) that crosses; None
+    when neither is known."""
+    if node.kind in (OP, NO_GRAD) and node.attrs:
+        name = port_names(node).get((way, path))
+        if name is not None:
+            return name
+    if node.kind == PARAMETER:
+        return node.label
+    return parameter_of.get(node.id)
 
 
 def _add_expanded_views(
@@ -883,8 +941,12 @@ def _node_row(node: Any, *, show_attrs: bool) -> dict:
         row["note"] = node.note
     if node.module:
         row["module"] = node.module
-    if show_attrs and node.attrs:
-        row["attrs"] = [[k, v] for k, v in node.attrs]
+    if node.kind == PARAMETER and other_names(node):
+        row["also"] = other_names(node)
+    if node.kind == OP and op_constants(node):
+        row["constants"] = op_constants(node)
+    if show_attrs and saved_attrs(node):
+        row["attrs"] = [[k, v] for k, v in saved_attrs(node)]
     elif node.kind == NO_GRAD:
         cut_in = dict(node.attrs).get("cut in")
         if cut_in:
@@ -906,12 +968,16 @@ def _item_lines(item: list, templates: list[dict]) -> list[str]:
         return box_lines(item)
     if kind in (PORT_IN, PORT_OUT):
         return [item[1]]
+    if kind == PARAMETER and len(item) > 3 and item[3]:  # a tied weight: each name it goes by
+        return [_short(item[1]), *(_short(f"= {name}") for name in item[3].split("\n")), item[2]]
     if kind in (PARAMETER, LEAF):
         return [_short(item[1] or UNNAMED), item[2]]
     if kind == OUTPUT:
         return [_short(item[1] or "output"), item[2]]
     if kind == NO_GRAD:
         return [_short(item[1] or NO_GRAD_LABEL)]
+    if kind == OP and len(item) > 3 and item[3]:
+        return [_short(item[1]), _short(f"with {item[3]}")]
     return [_short(item[1])]
 
 

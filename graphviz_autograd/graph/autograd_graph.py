@@ -41,6 +41,20 @@ BUFFER = "buffer"  # a registered buffer
 REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant without requires_grad
 INTEGER = "integer"  # an integer or bool tensor
 INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one with gradient (x > 0, argmax(), .long())
+# A number operand (a Python scalar, a 0-d constant): no input of its own but part of its op.
+# A recorder notes it as a reason; the walk writes it into the op's attrs under CONSTANT_ATTR
+# (``('constant', 'variance_epsilon=1e-06')``) and draws no no-grad node for it.
+CONSTANT = "constant"
+CONSTANT_ATTR = "constant"
+# A parameter under several names (tied weights) holds each name after its label in its attrs:
+# ``('also', 'lm_head.weight')``.
+ALSO_NAMED = "also"
+# An op node whose tensor a recorded module call took or returned holds, per such call,
+# ``('port', 'in\n<call path>\n<argument name>')`` (or ``out`` and the output's name) in its
+# attrs: what the explorer names that level's port by. No saved value: show_attrs leaves it out.
+PORT_ATTR = "port"
+PORT_IN = "in"
+PORT_OUT = "out"
 
 # An op node whose forward call raised (Node.note): the failing call of a forward pass that
 # did not finish, drawn at the end of the graph up to it (see capture.recording.ForwardFailure).
@@ -48,6 +62,7 @@ FAILED = "failed"
 
 REASON_CODES = (
     DETACH, DATA_ATTRIBUTE, NO_GRAD_MODE, INFERENCE_MODE, FROZEN, BUFFER, REQUIRES_GRAD_FALSE, INTEGER, INTEGER_RESULT,
+    CONSTANT,
 )
 # Inputs that never had a gradient to lose, as every model has: a summary view
 # (collapse) folds them away like unnamed ones.
@@ -153,6 +168,46 @@ def module_of_call(path: str) -> str:
 def _call_of(part: str) -> str:
     base, mark, number = part.rpartition(CALL_MARK)
     return base if mark and number.isdigit() else part
+
+
+def op_constants(node: "Node") -> list[str]:
+    """The number operands an op node holds (see CONSTANT_ATTR), as written: ``['1.0001']``.
+
+    >>> op_constants(Node("n1", OP, "AddBackward0", attrs=((CONSTANT_ATTR, "variance_epsilon=1e-06"),)))
+    ['variance_epsilon=1e-06']
+    """
+    return [value for key, value in node.attrs if key == CONSTANT_ATTR] if node.attrs else []
+
+
+def other_names(node: "Node") -> list[str]:
+    """The names a tensor node is also known by (tied weights), after its label.
+
+    >>> other_names(Node("n5", PARAMETER, "transformer.wte.weight", attrs=((ALSO_NAMED, "lm_head.weight"),)))
+    ['lm_head.weight']
+    """
+    return [value for key, value in node.attrs if key == ALSO_NAMED] if node.attrs else []
+
+
+def saved_attrs(node: "Node") -> tuple[tuple[str, str], ...]:
+    """A node's attrs less its ports (PORT_ATTR): what ``show_attrs`` lists."""
+    attrs = node.attrs
+    if not attrs or all(key != PORT_ATTR for key, _ in attrs):
+        return attrs
+    return tuple(pair for pair in attrs if pair[0] != PORT_ATTR)
+
+
+def port_names(node: "Node") -> dict[tuple[str, str], str]:
+    """``{(PORT_IN or PORT_OUT, call path): name}`` of the module calls the node's tensor entered or left.
+
+    >>> port_names(Node("n3", OP, "AddBackward0", attrs=((PORT_ATTR, "in\\nlayers.0\\nhidden_states"),)))
+    {('in', 'layers.0'): 'hidden_states'}
+    """
+    found = {}
+    for key, value in node.attrs:
+        if key == PORT_ATTR:
+            direction, path, name = value.split("\n", 2)
+            found[(direction, path)] = name
+    return found
 
 
 def leaves_and_returns(inside: set, targets: Mapping[Any, Iterable[Any]]) -> bool:

@@ -18,7 +18,9 @@ import re
 from collections import Counter
 from typing import Iterable, Optional, Sequence
 
-from .autograd_graph import ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location
+from .autograd_graph import (
+    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants, other_names, saved_attrs,
+)
 
 # What common ops do, by the base name their backward node is named after.
 OP_MEANINGS = {
@@ -118,6 +120,20 @@ SAVED_NOTES = {
     "freed": "backward() already released its buffer",
     "modified in place": "an in-place op changed it after it was saved; backward() would fail on it",
 }
+
+
+# How a tooltip names a number operand of an op (x * 1.0001), which has no node of its own.
+CONSTANT_TEXT = "with the constant"
+
+
+def constant_lines(constants: Sequence[str], max_chars: int) -> list[str]:
+    """The label lines of an op's number operands, each cut to ``max_chars``.
+
+    >>> constant_lines(["variance_epsilon=1e-06"], 40), constant_lines(["1.0001", "2"], 40)
+    (['with variance_epsilon=1e-06'], ['with 1.0001, 2'])
+    """
+    text = "with " + ", ".join(constants)
+    return [text if len(text) <= max_chars else text[: max(max_chars - 3, 1)] + "..."]
 
 
 def base_op(label: str) -> str:
@@ -275,6 +291,7 @@ def describe(
         return failed_call_tooltip(node)
     if kind == OP:
         lines = describe_op(node.label)
+        lines += [f"{CONSTANT_TEXT} {text}" for text in op_constants(node)]
     elif kind == ACCUMULATE_GRAD:
         lines = [ACCUMULATE_GRAD_TEXT]
     elif kind == NO_GRAD:
@@ -289,6 +306,7 @@ def describe(
         lines = _describe_module(node)
     else:
         lines = [tensor_headline(kind, node.label), tensor_description(node, show_device)]
+        lines += [f"also named {name}" for name in other_names(node)]
         if kind == SAVED and node.note:
             lines.append(f"[{node.note}]: {SAVED_NOTES.get(node.note, node.note)}.")
     if node.module and kind not in (NO_GRAD, MODULE):
@@ -299,8 +317,8 @@ def describe(
             lines.append("inputs: " + ", ".join(inputs))
         if outputs:
             lines.append("output: " + ", ".join(outputs))
-        if show_attrs and node.attrs:
-            lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in node.attrs))
+        if show_attrs and saved_attrs(node):
+            lines.append("saved: " + "; ".join(f"{k}={v}" for k, v in saved_attrs(node)))
     return lines
 
 
@@ -410,13 +428,13 @@ def format_bytes(size: int) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """'812.3 ms', '45.0 us', '1.25 s'.
+    """'812.3 ms', '45.0 µs', '1.25 s' (µ, the micro sign, as the explorer page writes it).
 
     >>> format_seconds(0.8123), format_seconds(4.5e-5), format_seconds(1.25)
-    ('812.3 ms', '45.0 us', '1.25 s')
+    ('812.3 ms', '45.0 µs', '1.25 s')
     """
     if seconds >= 1:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e6:.1f} \u00b5s"

@@ -33,7 +33,7 @@ import re
 from collections import Counter
 from typing import Optional
 
-from ..graph.autograd_graph import CUT, DATA, MODULE, NO_GRAD, OUTPUT, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node
+from ..graph.autograd_graph import CUT, DATA, MODULE, NO_GRAD, OUTPUT, PORT_ATTR, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node
 
 FORMAT_VERSION = 1
 HEADER = f"# graphviz-autograd graph structure, format {FORMAT_VERSION}"
@@ -176,7 +176,8 @@ def _node_fields(node: Node, show_attrs: bool, show_device: bool) -> list[str]:
     if node.note:
         fields.append(f"{'reason' if node.kind == NO_GRAD else 'note'}={word(node.note)}")
     if show_attrs or node.kind in (MODULE, NO_GRAD, SAVED):
-        fields.extend(f"attr.{word(key)}={word(value)}" for key, value in node.attrs)
+        # Ports (where a tensor crosses a module call) are how a page names its borders, not the graph.
+        fields.extend(f"attr.{word(key)}={word(value)}" for key, value in node.attrs if key != PORT_ATTR)
     return sorted(fields)
 
 

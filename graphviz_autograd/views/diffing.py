@@ -40,7 +40,7 @@ from typing import Any, Iterable, NamedTuple, Optional, Sequence
 from ..errors import InputTypeError
 from ..graph.autograd_graph import (
     ACCUMULATE_GRAD, DATA, DATA_ATTRIBUTE, DETACH, FROZEN, INFERENCE_MODE, LEAF, NO_GRAD, NO_GRAD_MODE, OP, OUTPUT,
-    PARAMETER, AutogradGraph, Columns, ModuleInfo, Node, new_record, numbered_ids,
+    PARAMETER, PORT_ATTR, AutogradGraph, Columns, ModuleInfo, Node, new_record, numbered_ids,
 )
 from ..graph.descriptions import count_text, plural, shape_text
 from ..graph.module_tree import ModuleTree
@@ -526,7 +526,10 @@ def _changes(old: Node, new: Node) -> tuple[tuple[str, str, str], ...]:
     if old.module != new.module:
         found.append(("module", old.module, new.module))
     if old.attrs != new.attrs and old.attrs and new.attrs and old.kind != NO_GRAD:
-        before, after = dict(old.attrs), dict(new.attrs)
+        # A port's name is where the tensor crosses a module call, by path and argument: the
+        # module's own change (a rename) says it, not each op at its border.
+        before = {k: v for k, v in old.attrs if k != PORT_ATTR}
+        after = {k: v for k, v in new.attrs if k != PORT_ATTR}
         for key in sorted(set(before) | set(after)):
             if before.get(key) != after.get(key):
                 found.append((f"attribute {key}", before.get(key, "none"), after.get(key, "none")))

@@ -27,7 +27,7 @@ from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
 from .collapsing import Folding, collapse_with_ids
 from ..graph.descriptions import module_label_lines, shape_text
 from ..graph.module_tree import ModuleTree
-from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node
+from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, SAVED_BY, AutogradGraph, Node, saved_attrs
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
@@ -464,7 +464,7 @@ def _label_lines(node: Node) -> List[str]:
         return [node.label, *module_label_lines(node)]
     lines = node.label.split("\n") if node.label else []
     if node.kind in (OP, ACCUMULATE_GRAD):
-        return lines + [f"{k}: {v}" for k, v in node.attrs]
+        return lines + [f"{k}: {v}" for k, v in saved_attrs(node)]
     if node.shape is not None or node.kind != SAVED:
         lines.append(shape_text(node.shape or ()))
     return lines

@@ -183,15 +183,19 @@ def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: boo
 # Tabs and line breaks are kept in text of many lines, escaped in a one-line name.
 _UNSHOWABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 _UNSHOWABLE_IN_A_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# On a page and in a terminal the backslash too: it begins every escape, so a text's own is
+# written as two and no two texts look alike.
+_UNSHOWABLE_ON_A_PAGE = re.compile(r"[\\\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+_UNSHOWABLE_ON_A_PAGE_LINE = re.compile(r"[\\\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
-def shown_text(text: str, one_line: bool = True) -> str:
-    """``text`` with what a page or a drawing cannot show or carry written as an escape:
-    control characters as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE
-    and U+FFFF as ``\\uNNNN``. With ``one_line``, tabs and line breaks too (a name is
-    drawn on one line).
+def drawn_text(text: str, one_line: bool = True) -> str:
+    """``text`` as a static drawing writes it before DOT's own quoting: control characters
+    as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE and U+FFFF as
+    ``\\uNNNN``; a backslash of the text stays one (DOT's quoting doubles it). With
+    ``one_line``, tabs and line breaks too.
 
-    >>> print(shown_text("a\\x00b\\ud800c\\n"), shown_text("x\\ny", one_line=False) == "x\\ny")
+    >>> print(drawn_text("a\\x00b\\ud800c\\n"), drawn_text("x\\ny", one_line=False) == "x\\ny")
     a\\x00b\\ud800c\\x0a True
     """
     unshowable = _UNSHOWABLE_IN_A_LINE if one_line else _UNSHOWABLE
@@ -200,15 +204,28 @@ def shown_text(text: str, one_line: bool = True) -> str:
     return unshowable.sub(_shown_code, text)
 
 
+def shown_text(text: str, one_line: bool = True) -> str:
+    """``text`` with what a page or a drawing cannot show or carry written as an escape:
+    control characters as ``\\xNN``, lone surrogates (which UTF-8 cannot encode), U+FFFE
+    and U+FFFF as ``\\uNNNN``, and the backslash that begins every escape as two, so
+    that each text is shown one way and no two alike: a name holding the character
+    ``\\x01`` and one holding the four characters ``\\x01`` differ (as Python's repr
+    writes them). With ``one_line``, tabs and line breaks too (a name is drawn on one line).
+
+    >>> print(shown_text("a\\x00b\\ud800c\\n"), shown_text("x\\ny", one_line=False) == "x\\ny")
+    a\\x00b\\ud800c\\x0a True
+    >>> print(shown_text("\\x01"), shown_text("\\\\x01"))
+    \\x01 \\\\x01
+    """
+    unshowable = _UNSHOWABLE_ON_A_PAGE_LINE if one_line else _UNSHOWABLE_ON_A_PAGE
+    if unshowable.search(text) is None:
+        return text
+    return unshowable.sub(_terminal_code, text)
+
+
 def _shown_code(match: re.Match) -> str:
     code = ord(match.group())
     return ("\\x%02x" if code < 0x100 else "\\u%04x") % code
-
-
-# What a terminal must not be sent raw: the characters above, and the backslash that
-# begins every escape, so that each text is shown one way and no two alike.
-_UNSHOWABLE_IN_A_TERMINAL = re.compile(r"[\\\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-_UNSHOWABLE_IN_A_TERMINAL_LINE = re.compile(r"[\\\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def terminal_text(text: str, one_line: bool = False) -> str:
@@ -222,10 +239,7 @@ def terminal_text(text: str, one_line: bool = False) -> str:
     >>> print(terminal_text("u\\x1b]0;t\\x07 a\\ud800b"), terminal_text("\\\\x01"), terminal_text("\\x01"))
     u\\x1b]0;t\\x07 a\\ud800b \\\\x01 \\x01
     """
-    unshowable = _UNSHOWABLE_IN_A_TERMINAL_LINE if one_line else _UNSHOWABLE_IN_A_TERMINAL
-    if unshowable.search(text) is None:
-        return text
-    return unshowable.sub(_terminal_code, text)
+    return shown_text(text, one_line)  # the page's escape, which keeps line breaks unless one_line
 
 
 def _terminal_code(match: re.Match) -> str:
@@ -246,7 +260,7 @@ def shown_names(graph: AutogradGraph) -> AutogradGraph:
     names = "/".join([n for node in nodes for n in (node.label, node.module)]
                      + [n for m in graph.modules for n in (m.path, m.type_name)])
     texts = "/".join([t for node in nodes if node.note or node.attrs for t in (node.note, *(v for a in node.attrs for v in a))])
-    if _UNSHOWABLE_IN_A_LINE.search(names) is None and _UNSHOWABLE.search(texts) is None:
+    if _UNSHOWABLE_ON_A_PAGE_LINE.search(names) is None and _UNSHOWABLE_ON_A_PAGE.search(texts) is None:
         return graph
     shown_nodes = tuple(
         node._replace(label=shown_text(node.label), module=shown_text(node.module), note=shown_text(node.note, one_line=False),

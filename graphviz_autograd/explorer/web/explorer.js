@@ -616,6 +616,10 @@
     if (expanded) text += ' Expanded: every module inside is opened (a folded run shows its first block); e or Collapse goes back to boxes.';
     if (view.layout.note) text += ' ' + view.layout.note;  // drawn without dot: a level too big for it
     if (startedAtTop) text += ' Too long to read whole: shown from its top; f or Fit shows all of it.';
+    if (level === data.start && level !== ROOT) {
+      text += ' Opened here, since it holds nearly all of the ' + plural(opsBelow[ROOT], 'op') +
+        ' of ' + data.title + '; Backspace or the breadcrumb goes up.';
+    }
     levelNote.appendChild(document.createTextNode(text));
     if (place && place.run.length > 1) {
       var run = place.run;
@@ -883,6 +887,8 @@
       ['inputs', inputs.join(', ')], ['output', outputs.length ? outputs[0] : ''],
       ['reason', node.kind === 'no_grad' ? node.note : ''],
       ['note', node.kind === 'saved' ? node.note : ''],
+      ['also named', (node.also || []).join(', ')],  // a tied weight's other names
+      ['with the constant', (node.constants || []).join(', ')],  // an op's number operands
     ];
     Object.keys(metrics).forEach(function (name) {
       if (!metrics[name].perNode.has(k)) return;
@@ -1040,6 +1046,7 @@
     nodes.forEach(function (node, k) {
       if (node.kind === 'output') { searchTexts.push(node.label || 'output'); searchTargets.push({ node: k }); }
       else if (node.label) { searchTexts.push(node.label); searchTargets.push({ node: k }); }
+      (node.also || []).forEach(function (name) { searchTexts.push(name); searchTargets.push({ node: k }); });
     });
   }
 
@@ -1356,7 +1363,9 @@
 
   // The address names the level shown (#transformer.h.0), and '&expanded' after it the
   // expanded view: a path is written with encodeURIComponent, which escapes '&'.
-  var start = ROOT;
+  // With no level named, the page opens at data.start: past a top level where one module
+  // holds nearly every op (Python's start_level says the rule); the breadcrumb goes back up.
+  var start = data.start || ROOT;
   var startExpanded = false;
   if (location.hash.length > 1) {
     var hash = location.hash.slice(1);
