@@ -161,3 +161,23 @@ def test_on_cuda_the_peak_is_the_allocators():
     memory = profile_step(model, x, steps=1).memory
     assert memory.device.startswith("cuda") and "allocator" in memory.source
     assert memory.peak >= max(b for _, b, _ in memory.timeline) * 0.95
+
+
+def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_its_json():
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli.commands import main
+
+    model = "samples/mnist_cnn.py"
+    result = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--json", "--memory-target", "0.5"])
+    assert result.exit_code == 0, result.output
+    memory = json.loads(result.output)["memory"]
+    assert memory["advice"]["target"] == pytest.approx(0.5 * memory["peak"])
+    assert set(memory["at_peak"]) == set(KINDS)
+    table = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--memory-target", "1MiB"])
+    assert table.exit_code == 0 and "alive at the peak: parameters" in table.output
+    assert "under 1.0 MiB" in table.output
+    bad = CliRunner().invoke(main, ["profile", model, "-q", "--memory-target", "half"])
+    assert bad.exit_code == 1 and "a target peak is a fraction of the peak" in bad.output
+    plain = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--no-memory", "--json"])
+    assert "memory" not in json.loads(plain.output)

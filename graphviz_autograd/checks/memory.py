@@ -127,7 +127,8 @@ class CheckpointPlan:
         head = (f"to bring the peak of {format_bytes(int(self.peak))} under {format_bytes(int(self.target))}: ")
         if not self.modules:
             return head + ("nothing to checkpoint, it is under already\n" if self.reached
-                           else "no module saves tensors alive at the peak that a checkpoint would drop\n")
+                           else "checkpointing no module would lower it (what is alive at the peak is "
+                           "none of the tensors a checkpoint drops)\n")
         lines = [head + f"checkpoint {len(self.modules)} module{'s' if len(self.modules) != 1 else ''}, "
                  f"predicted peak {format_bytes(int(self.predicted_peak))}, "
                  f"step {format_seconds(self.extra_time)} longer"
