@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -270,9 +271,10 @@ class StepMemory:
         return CheckpointPlan(goal, self.peak, predicted, sum(m.forward_time for m in chosen), tuple(chosen),
                               predicted <= goal)
 
-    def table(self, target: Optional[float] = None, top: int = 10) -> str:
+    def table(self, target: Optional[float] = None, top: int = 10, types: Optional[Mapping[str, str]] = None) -> str:
         """The memory lines ``profile`` prints: the peak, its split, the modules whose saved
-        tensors are alive at it, and the checkpoint advice for ``target``."""
+        tensors are alive at it (with ``types``, each module's class name by path, alike
+        blocks ``h.0`` ... ``h.11`` are one row ``h.*``), and the checkpoint advice for ``target``."""
         lines = [
             f"\nmemory ({self.source}): peak {format_bytes(int(self.peak))} in the {self.peak_phase} "
             f"at {format_seconds(self.peak_time)}; at the start {format_bytes(int(self.start_bytes))}; "
@@ -281,11 +283,13 @@ class StepMemory:
                 f"{k.replace('_', ' ')} {format_bytes(int(self.at_peak[k]))} ({_share(self.at_peak[k], self.peak)})"
                 for k in KINDS if k in self.at_peak) + "\n",
         ]
-        rows = [row for row in self.activations_by_module() if row[1] > 0][:top]
+        rows = _folded([row for row in self.activations_by_module() if row[1] > 0], types)[:top]
         if rows:
-            width = max(len(p) for p, _ in rows)
+            width = max(len(p) for p, _, _ in rows)
+            sizes = [format_bytes(int(v)) for _, v, _ in rows]
+            right = max(len(size) for size in sizes)
             lines.append("\nsaved for backward and alive at the peak, by module\n")
-            lines += [f"{p.ljust(width)}  {format_bytes(int(v))}\n" for p, v in rows]
+            lines += [f"{p.ljust(width)}  {size.rjust(right)}{how}\n" for (p, _, how), size in zip(rows, sizes)]
         lines.append("\n" + self.advice(target).text())
         if self.plain_step_time > 0:
             lines.append(f"measuring memory took {self.measure_time / self.plain_step_time:.1f} times a plain step\n")
@@ -314,6 +318,25 @@ class StepMemory:
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
             notes=tuple(data.get("notes", ())),
         )
+
+
+def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -> list[tuple[str, float, str]]:
+    """``(path, bytes)`` rows with alike blocks summed into one ``h.*`` row (and ``h`` itself left
+    out when its total is its blocks'), most first; the third item says how many blocks."""
+    if not types:
+        return [(path, value, "") for path, value in rows]
+    from .diagnosis import repeated_module_patterns
+
+    values = dict(rows)
+    folded = []
+    for pattern, paths in repeated_module_patterns(values, types).items():
+        total = sum(values[p] for p in paths)
+        how = "" if len(paths) == 1 else f"  x{len(paths)}, {format_bytes(int(min(values[p] for p in paths)))} to " \
+            f"{format_bytes(int(max(values[p] for p in paths)))} each"
+        folded.append((pattern, total, how))
+    totals = {p: v for p, v, _ in folded}
+    kept = [row for row in folded if not math.isclose(totals.get(row[0] + ".*", -1.0), row[1], rel_tol=1e-9)]
+    return sorted(kept, key=lambda row: (-row[1], row[0]))
 
 
 def _share(value: float, whole: float) -> str:

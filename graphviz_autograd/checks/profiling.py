@@ -1181,7 +1181,8 @@ def profile_table(profile: StepProfile, top: int = DEFAULT_TOP, memory_target: O
             sections.append([f"\ntop ops by {name}\n", *_rows_text(rows, right=(3, 4))])
     footer = ["\n", *_unmatched_lines(profile)]
     if profile.memory is not None:
-        footer.append(profile.memory.table(memory_target, top=top))
+        types = {info.path: info.type_name for info in profile.modules}
+        footer.append(profile.memory.table(memory_target, top=top, types=types))
     footer += [f"note: {note}\n" for note in profile.notes]
     return "".join(header + [line for section in sections for line in section] + footer)
 
