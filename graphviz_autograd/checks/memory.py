@@ -17,7 +17,7 @@ gradient was made. What is alive at the peak is then split into
   yet unpacked for the last time, per node and rolled up by module;
 - ``temporaries``: the rest (outputs not saved, gradients on their way through backward).
 
-A second plain step times each module's forward pass (hooks before and after each
+A plain step before it times each module's forward pass (hooks before and after each
 call), the time a ``torch.utils.checkpoint`` of it would spend again in backward.
 :meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
 under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
