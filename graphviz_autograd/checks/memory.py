@@ -239,8 +239,11 @@ class StepMemory:
 
     def advice(self, target: Optional[float] = None) -> CheckpointPlan:
         """The modules to checkpoint to bring the peak under ``target`` bytes (a number of 1
-        or less is a fraction of the peak; default 0.75): most bytes dropped first, never a
-        module inside one already chosen (nor around it)."""
+        or less is a fraction of the peak; default 0.75): each time the module that lowers the
+        predicted peak most, never a module inside one already chosen (nor around it), nor one
+        that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
+        ``transformer.h.11``): its blocks, checkpointed one by one, drop the same tensors and
+        remake one block's at a time, not all of them at once."""
         goal = _target_bytes(target, self.peak)
         chosen: list[ModuleMemory] = []
         predicted = self.peak
@@ -251,8 +254,9 @@ class StepMemory:
             # Scaled so that the timeline's highest point is the measured peak (on CUDA, the allocator's).
             alive = torch.tensor([b for _, b, _ in self.timeline], dtype=torch.float64)
             alive *= self.peak / max(float(alive.max()), 1.0)
+            stacks = _block_holders([(m.path, m.type_name) for m in self.modules])
             dropped = {m.path: torch.tensor([m.dropped_at(t) for t in times], dtype=torch.float64)
-                       for m in self.modules if m.saved_at_peak > 0}
+                       for m in self.modules if m.saved_at_peak > 0 and m.path not in stacks}
             # Each time the module that lowers the predicted peak most (the cheaper of equals),
             # never one inside a module chosen or around it, until the target is met.
             while predicted > goal:
@@ -337,6 +341,25 @@ def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -
     totals = {p: v for p, v, _ in folded}
     kept = [row for row in folded if not math.isclose(totals.get(row[0] + ".*", -1.0), row[1], rel_tol=1e-9)]
     return sorted(kept, key=lambda row: (-row[1], row[0]))
+
+
+def _block_holders(modules: Sequence[tuple[str, str]]) -> set[str]:
+    """The paths among ``modules`` (path, class name) that hold two or more numbered blocks of
+    one class that are also among them (a Sequential of a Conv2d and a BatchNorm2d is no list of blocks).
+
+    >>> sorted(_block_holders([("t", "M"), ("t.h.0", "B"), ("t.h.1", "B"), ("t.h.0.d.0", "C"), ("t.h.0.d.1", "N")]))
+    ['t']
+    """
+    numbered: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for path, type_name in modules:
+        parent, _, last = path.rpartition(".")
+        if last.isdigit():
+            numbered.setdefault(parent, set()).add(type_name)
+            counts[parent] = counts.get(parent, 0) + 1
+    lists = [parent for parent, kinds in numbered.items() if counts[parent] >= 2 and len(kinds) == 1]
+    paths = [path for path, _ in modules]
+    return {p for p in paths if any(parent == p or parent.startswith(p + ".") or (p == "" and parent) for parent in lists)}
 
 
 def _share(value: float, whole: float) -> str:
