@@ -445,7 +445,7 @@ def test_a_profile_is_an_overlay_on_the_graph_it_walked_and_sums_onto_module_box
     overlay = profile.overlay("backward_time")
     ids = {node.id for node in profile.graph.nodes}
     assert overlay.values and set(overlay.values) <= ids and overlay.unit == "s"
-    assert [o.name for o in profile.overlays()] == ["forward_time", "backward_time", "backward_memory"]
+    assert [o.name for o in profile.overlays()] == ["forward_time", "backward_time", "backward_memory", "peak_memory"]
     whole = make_dot(profile.graph, overlays=[overlay], depth="full").source
     assert "backward time" in whole and "median of 1 step after 1 warm-up" in whole
     summary = prepare(profile.graph, depth=0, overlays=[overlay])

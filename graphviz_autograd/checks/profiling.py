@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optio
 import torch
 
 from .diagnosis import repeated_module_patterns
+from .memory import StepMemory, measure_memory
 from ..graph.descriptions import format_bytes, format_seconds
 from ..errors import (
     DeviceUnavailableError,
@@ -195,6 +196,7 @@ class StepProfile:
     notes: tuple[str, ...] = ()
     model: str = ""
     graph: Optional[AutogradGraph] = field(default=None, compare=False, repr=False)
+    memory: Optional[StepMemory] = None
 
     # --- per node ---
 
@@ -218,8 +220,10 @@ class StepProfile:
         )
 
     def overlays(self) -> list[Overlay]:
-        """Every metric as an overlay (forward time, backward time, backward memory)."""
-        return [self.overlay(metric) for metric in METRICS]
+        """Every metric as an overlay (forward time, backward time, backward memory), and the
+        bytes saved for backward alive at the memory peak when memory was measured."""
+        extra = [self.memory.overlay()] if self.memory is not None else []
+        return [*(self.overlay(metric) for metric in METRICS), *extra]
 
     def ratio_overlay(self, before: "StepProfile", metric: str = BACKWARD_TIME) -> Overlay:
         """``metric`` of this step over that of the step ``before`` (a profile of the model
@@ -308,17 +312,18 @@ class StepProfile:
 
     # --- text ---
 
-    def table(self, top: int = DEFAULT_TOP) -> str:
+    def table(self, top: int = DEFAULT_TOP, memory_target: Optional[float] = None) -> str:
         """The profile as text: a header that says what was measured and how, then the
         ``top`` modules and ops by backward time, forward time and backward memory,
         and what could not be matched."""
-        return profile_table(self, top=top)
+        return profile_table(self, top=top, memory_target=memory_target)
 
     def __str__(self) -> str:
         return self.table()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The profile as JSON-ready plain data (without the graph); :meth:`from_dict` reads it back."""
+    def to_dict(self, memory_target: Optional[float] = None) -> dict[str, Any]:
+        """The profile as JSON-ready plain data (without the graph); :meth:`from_dict` reads it back.
+        With memory measured, its checkpoint advice is for ``memory_target`` (see :meth:`StepMemory.advice`)."""
         return {
             "model": self.model,
             "device": self.device,
@@ -333,11 +338,12 @@ class StepProfile:
             "notes": list(self.notes),
             "modules": [{"path": m.path, "type_name": m.type_name} for m in self.modules],
             "ops": [op.to_dict() for op in self.ops],
+            **({"memory": self.memory.to_dict(memory_target)} if self.memory is not None else {}),
         }
 
-    def to_json(self) -> str:
+    def to_json(self, memory_target: Optional[float] = None) -> str:
         """:meth:`to_dict` as JSON text, keys sorted."""
-        return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
+        return json.dumps(self.to_dict(memory_target), sort_keys=True, indent=2) + "\n"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "StepProfile":
@@ -363,6 +369,7 @@ class StepProfile:
                 unmatched=Unmatched(**data["unmatched"]),
                 notes=tuple(data["notes"]),
                 model=data.get("model", ""),
+                memory=StepMemory.from_dict(data["memory"]) if data.get("memory") else None,
             )
         except (KeyError, TypeError) as error:
             raise OptionError(
@@ -404,6 +411,7 @@ def profile_step(
     optimizer: Optional[torch.optim.Optimizer] = None,
     steps: int = DEFAULT_STEPS,
     warmup: int = DEFAULT_WARMUP,
+    memory: bool = True,
 ) -> StepProfile:
     """Measure training steps of ``model`` and give each node of its graph its share.
 
@@ -418,6 +426,9 @@ def profile_step(
     The first of ``warmup`` steps is recorded (:func:`~graphviz_autograd.capture.recording.record`)
     and its graph walked; then ``steps`` steps are timed without the profiler and
     ``steps`` with it, one of each in turn. The result holds the median of each.
+    With ``memory`` (the default), two more steps measure the step's memory: its
+    :attr:`StepProfile.memory` (:mod:`graphviz_autograd.checks.memory`) holds the bytes
+    alive over time, the peak, what is alive at it and what to checkpoint.
 
     Everything a step changes is put back, also when a step raises: parameters and
     buffers (copied before the first step), the ``.grad`` of each parameter of the model
@@ -451,7 +462,7 @@ def profile_step(
         check_not_meta(model)
     runner = StepRunner(model, forward, optimizer, inputs)
     with runner.state_kept():
-        return runner.profile(steps, warmup)
+        return runner.profile(steps, warmup, memory=memory)
 
 
 def _check_count(name: str, value: object, least: int) -> None:
@@ -532,6 +543,7 @@ class StepRunner:
         self.model = model
         self.forward = forward
         self.optimizer = optimizer
+        self.inputs = inputs
         self.device = torch.device("cpu")
         # Every tensor whose .grad a step sets: the model's parameters, the optimizer's,
         # and inputs that require grad; each once.
@@ -612,7 +624,7 @@ class StepRunner:
 
     # --- the whole measurement ---
 
-    def profile(self, steps: int, warmup: int) -> StepProfile:
+    def profile(self, steps: int, warmup: int, memory: bool = False) -> StepProfile:
         from ..capture.recording import record
         from ..capture.walking import walk
 
@@ -651,6 +663,7 @@ class StepRunner:
                     f"{reference.nodes}: its forward pass took another path, so its matches may be off"
                 )
             traces.append(matcher.read(profiler.kineto_results.events(), marks))
+        measured = self.measure_memory(graph, matcher, reference) if memory else None
         return matcher.combine(
             traces,
             steps=steps,
@@ -659,7 +672,21 @@ class StepRunner:
             profiled=statistics.median(profiled_times),
             notes=notes,
             model=type(self.model).__name__ if self.model is not None else "",
+            step_memory=measured,
         )
+
+    def measure_memory(self, graph: AutogradGraph, matcher: "_Matcher", reference: _Marks) -> StepMemory:
+
+        def node_of(relative: int) -> Optional[str]:
+            return matcher.node_of.get(relative) if 0 <= relative < reference.nodes else None
+
+        def profiled_step() -> tuple[Iterable[Any], int]:
+            with _started(_profiler(self.device)) as profiler:
+                marks = self.step("the step measuring memory", marked=True)[0]
+            return profiler.kineto_results.events(), marks.base
+
+        phases = {"forward": _FORWARD, "backward": _BACKWARD, "optimizer": _OPTIMIZER}
+        return measure_memory(self, graph, node_of, profiled_step, phases, _MEMORY)
 
 
 # One leaf that requires grad, whose view makes a node: its sequence number tells
@@ -1042,6 +1069,7 @@ class _Matcher:
         profiled: float,
         notes: list[str],
         model: str,
+        step_memory: Optional[StepMemory] = None,
     ) -> StepProfile:
         graph = self.graph
 
@@ -1090,6 +1118,7 @@ class _Matcher:
             notes=tuple(notes),
             model=model,
             graph=graph,
+            memory=step_memory,
         )
 
 
@@ -1114,7 +1143,7 @@ def _rows_text(rows: list[tuple[str, ...]], right: Sequence[int] = ()) -> list[s
     return lines
 
 
-def profile_table(profile: StepProfile, top: int = DEFAULT_TOP) -> str:
+def profile_table(profile: StepProfile, top: int = DEFAULT_TOP, memory_target: Optional[float] = None) -> str:
     """The text :meth:`StepProfile.table` gives (and ``graphviz-autograd profile`` prints)."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise OptionError(f"top must be a whole number of 1 or more; got {top!r}.")
@@ -1151,6 +1180,9 @@ def profile_table(profile: StepProfile, top: int = DEFAULT_TOP) -> str:
         if len(rows) > 1:
             sections.append([f"\ntop ops by {name}\n", *_rows_text(rows, right=(3, 4))])
     footer = ["\n", *_unmatched_lines(profile)]
+    if profile.memory is not None:
+        types = {info.path: info.type_name for info in profile.modules}
+        footer.append(profile.memory.table(memory_target, top=top, types=types))
     footer += [f"note: {note}\n" for note in profile.notes]
     return "".join(header + [line for section in sections for line in section] + footer)
 

@@ -486,6 +486,10 @@ def check_command(
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
               help="List the N modules and the N ops with the most of each measure.")
 @click.option("--json", "as_json", is_flag=True, help="Write every node's measurements as JSON instead of the tables.")
+@click.option("--memory/--no-memory", default=True, show_default=True,
+              help="Measure the step's memory too (two more steps): the peak, what is alive at it, what to checkpoint.")
+@click.option("--memory-target", default="0.75", show_default=True, metavar="TARGET",
+              help="The peak the checkpoint advice aims under: a fraction of the measured peak (0.75) or bytes (300MiB).")
 @_progress_options
 def profile_command(
     model: str,
@@ -496,6 +500,8 @@ def profile_command(
     device: str,
     top: int,
     as_json: bool,
+    memory: bool,
+    memory_target: str,
     quiet: bool,
     debug: bool,
 ) -> None:
@@ -507,7 +513,11 @@ def profile_command(
     backward(). The first warm-up step is recorded and its graph walked; the
     profiler's events of each measured step are matched to its nodes by their
     autograd sequence numbers, and rolled up by module (a run of alike blocks,
-    h.0 ... h.11, is one row h.* with the spread over its blocks).
+    h.0 ... h.11, is one row h.* with the spread over its blocks). With
+    --memory (the default), one more step measures the bytes alive over time:
+    the peak, what is alive at it (parameters, gradients, optimizer state,
+    tensors saved for backward by module, temporaries), and the modules to
+    wrap in torch.utils.checkpoint to bring the peak under --memory-target.
 
     MODEL takes the same forms as in 'graphviz-autograd render'.
 
@@ -515,12 +525,15 @@ def profile_command(
     Examples:
       graphviz-autograd profile samples/mnist_cnn.py
       graphviz-autograd profile net.py --device cuda --steps 10 --json > profile.json
+      graphviz-autograd profile gpt2.py --memory-target 2GiB
     """
     from .model_file import parse_model_spec
+    from ..checks.memory import parse_target
     from ..checks.profiling import check_device, profile_step
 
     progress = _Progress(quiet)
     with _errors_as_messages(debug):
+        target_peak = parse_target(memory_target)
         spec = parse_model_spec(model)
         target = check_device(device)
         with contextlib.redirect_stdout(sys.stderr):  # stdout carries only the report
@@ -532,11 +545,12 @@ def profile_command(
                 f"with the profiler and {steps} without it, on {device}..."
             )
             with _model_named_in_errors(loaded, said=True):
-                profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup)
+                profile = profile_step(loaded.model, loaded.example_inputs, loss=loaded.loss, steps=steps, warmup=warmup,
+                                       memory=memory)
     if as_json:
-        click.echo(profile.to_json(), nl=False)
+        click.echo(profile.to_json(memory_target=target_peak), nl=False)
     else:
-        _say(profile.table(top=top), err=False, nl=False)
+        _say(profile.table(top=top, memory_target=target_peak), err=False, nl=False)
 
 
 def _moved_to(loaded: LoadedModel, device: Any) -> LoadedModel:

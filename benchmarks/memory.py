@@ -1,0 +1,151 @@
+"""How well the memory of a training step is measured, and whether its checkpoint advice holds.
+
+Run by hand from the repository root, so that this checkout's package is the one imported::
+
+    PYTHONPATH=. python -m benchmarks.memory                    # every case (minutes on CPU)
+    PYTHONPATH=. python -m benchmarks.memory --only resnet18 --device cuda
+
+For each model (random weights, nothing downloaded), a training step with AdamW is
+measured by ``profile_step(..., steps=1)`` (SGD without momentum unless ``--adamw``, so that
+the optimizer's state does not hide the activations); then for each of two targets (0.85 and 0.7 of
+the peak) the advice is applied to the model, the step measured again, and the advice undone.
+Printed per model:
+
+- the peak and its split (parameters, gradients, optimizer state, activations, temporaries);
+- ``MemTracker``'s peak and split (``torch.distributed._tools.mem_tracker``, where the
+  installed torch has it) of the same step;
+- per target: the modules advised, the predicted peak and the measured one after applying
+  them (and their ratio), the predicted extra step time and the measured one;
+- the cost of measuring memory: the memory steps' wall time over a plain step's.
+
+Cases:
+
+- ``gpt2``: GPT-2 (``--layers`` layers of GPT-2 small (6 unless given), 768 wide, eager attention, no cache)
+  on 2 sequences of ``--seq-len`` tokens, with the language-model loss;
+- ``resnet18``: the hand-written ResNet-18 of ``benchmarks.profiling`` on 8 images of 128x128.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from graphviz_autograd import profile_step
+from graphviz_autograd.graph.descriptions import format_bytes
+
+from .profiling import ResNet18
+
+TARGETS = (0.85, 0.7)
+
+
+def gpt2_case(device: str, layers: int, seq_len: int) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=layers, attn_implementation="eager", use_cache=False)
+    model = transformers.GPT2LMHeadModel(config).to(device)
+    ids = torch.randint(0, config.vocab_size, (2, seq_len), device=device)
+    return model, {"input_ids": ids, "labels": ids}, lambda out: out.loss
+
+
+def resnet18_case(device: str) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
+    torch.manual_seed(0)
+    labels = torch.randint(0, 1000, (8,), device=device)
+    return ResNet18().to(device), torch.randn(8, 3, 128, 128, device=device), lambda out: F.cross_entropy(out, labels)
+
+
+def call(model: nn.Module, inputs: Any) -> Any:
+    return model(**inputs) if isinstance(inputs, dict) else model(inputs)
+
+
+def plain_step_time(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str) -> float:
+    times = []
+    for _ in range(3):
+        optimizer.zero_grad(set_to_none=True)
+        started = time.perf_counter()
+        loss(call(model, inputs)).backward()
+        optimizer.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    optimizer.zero_grad(set_to_none=True)
+    return statistics.median(times)
+
+
+def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any) -> Optional[str]:
+    try:
+        from torch.distributed._tools.mem_tracker import MemTracker
+    except ImportError:
+        return None
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer)
+    optimizer.zero_grad(set_to_none=True)
+    with tracker:
+        loss(call(model, inputs)).backward()
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    snapshot = tracker.get_tracker_snapshot("peak")
+    parts = []
+    for device, kinds in snapshot.items():
+        total = kinds.get("Total", sum(v for k, v in kinds.items() if k != "Total"))
+        split = ", ".join(f"{str(k).split('.')[-1]} {format_bytes(int(v))}" for k, v in kinds.items() if str(k) != "Total")
+        parts.append(f"{device}: peak {format_bytes(int(total))} ({split})")
+    return "; ".join(parts)
+
+
+def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool) -> None:
+    optimizer = torch.optim.AdamW(model.parameters()) if adamw else torch.optim.SGD(model.parameters(), lr=1e-3)
+    # One plain step first, so that the optimizer's state exists as in the measured steps.
+    plain_step_time(model, inputs, loss, optimizer, device)
+    profile = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1)
+    memory = profile.memory
+    assert memory is not None
+    plain = plain_step_time(model, inputs, loss, optimizer, device)
+    print(f"\n== {name} on {device}: peak {format_bytes(int(memory.peak))} in the {memory.peak_phase}")
+    print("ours:       " + ", ".join(f"{k} {format_bytes(int(v))}" for k, v in memory.at_peak.items()))
+    tracked = memtracker_split(model, inputs, loss, optimizer)
+    print("MemTracker: " + (tracked if tracked is not None else "not in this torch"))
+    print(f"measuring memory: {memory.measure_time / memory.plain_step_time:.2f} times a plain step "
+          f"({memory.measure_time:.2f} s over {memory.plain_step_time:.3f} s); plain step {plain:.3f} s")
+    for target in TARGETS:
+        plan = memory.advice(target)
+        with plan.apply(model):
+            after = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1).memory
+            checkpointed = plain_step_time(model, inputs, loss, optimizer, device)
+        assert after is not None
+        print(f"target {target:.2f} ({format_bytes(int(plan.target))}): {len(plan.modules)} modules "
+              f"{', '.join(plan.paths) or '-'}")
+        print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))} "
+              f"(predicted/measured {plan.predicted_peak / after.peak:.3f}); extra time predicted "
+              f"{plan.extra_time:.3f} s, measured {checkpointed - plain:.3f} s")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", action="append", choices=("gpt2", "resnet18"))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--adamw", action="store_true",
+                        help="step with AdamW (its state and scratch often make the optimizer step the peak) instead of SGD")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, {args.device}")
+    for name in args.only or ("gpt2", "resnet18"):
+        if name == "gpt2":
+            run_case(f"GPT-2 ({args.layers} layers, 2x{args.seq_len} tokens)", *gpt2_case(args.device, args.layers, args.seq_len),
+                     args.device, args.adamw)
+        else:
+            run_case("ResNet-18 (8 images of 128x128)", *resnet18_case(args.device), args.device, args.adamw)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

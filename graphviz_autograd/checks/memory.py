@@ -1,0 +1,704 @@
+"""The memory of a training step: bytes alive over time, the peak, what is alive at it, and what to checkpoint.
+
+:func:`~graphviz_autograd.checks.profiling.profile_step` runs one more step for
+memory (``memory=True``, the default) under the profiler with ``profile_memory``:
+its allocation and free events, summed from the step's start, give the bytes alive
+over time (on CUDA the allocator's own ``max_memory_allocated`` gives the peak, and
+``memory_allocated`` where the step starts). During that step, saved-tensor hooks
+note every tensor autograd saves for backward: the node that saved it (by its
+sequence number, so by node id of the walked graph), its bytes, when it was packed
+and when backward last unpacked it; gradient hooks note when each parameter's
+gradient was made. What is alive at the peak is then split into
+
+- ``parameters``: the model's parameters and buffers;
+- ``gradients``: the ``.grad`` made before the peak;
+- ``optimizer_state``: the optimizer's state tensors;
+- ``activations``: tensors saved for backward that were packed before the peak and not
+  yet unpacked for the last time, per node and rolled up by module;
+- ``temporaries``: the rest (outputs not saved, gradients on their way through backward).
+
+A plain step before it times each module's forward pass (hooks before and after each
+call), the time a ``torch.utils.checkpoint`` of it would spend again in backward.
+:meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
+under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
+
+Plain data, no tensors: :class:`StepMemory` is written to JSON with its profile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+
+from ..errors import OptionError
+from ..graph.autograd_graph import AutogradGraph, module_of_call
+from ..graph.descriptions import format_bytes, format_seconds
+from ..views.overlays import Overlay
+
+PARAMETERS = "parameters"
+GRADIENTS = "gradients"
+OPTIMIZER_STATE = "optimizer_state"
+ACTIVATIONS = "activations"
+TEMPORARIES = "temporaries"
+KINDS = (PARAMETERS, GRADIENTS, OPTIMIZER_STATE, ACTIVATIONS, TEMPORARIES)
+PHASES = ("forward", "backward", "optimizer")
+# A target peak, when none is asked for: three quarters of the measured one.
+DEFAULT_TARGET = 0.75
+# The most points of the timeline kept (the largest of each stretch of events is kept).
+TIMELINE_POINTS = 1000
+
+
+@dataclass(frozen=True)
+class ModuleMemory:
+    """What checkpointing one module would change: the bytes it saves for backward that are
+    alive at the peak and would be dropped (its inputs and outputs stay: a checkpoint keeps
+    its inputs, the next module saves its outputs), and its forward time (measured), what
+    backward would spend again to recompute them."""
+
+    path: str
+    type_name: str
+    saved_at_peak: float
+    forward_time: float
+    # (seconds from the step's start when saved, when last read in backward, bytes) of each
+    # tensor a checkpoint would drop, and the stretch of backward that reads this module's
+    # saved tensors, when a checkpoint would make them again.
+    saved: tuple[tuple[float, float, float], ...] = ()
+    backward: tuple[float, float] = (0.0, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
+                "forward_time": self.forward_time, "saved": [list(s) for s in self.saved],
+                "backward": list(self.backward)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ModuleMemory":
+        return cls(data["path"], data["type_name"], data["saved_at_peak"], data["forward_time"],
+                   tuple((float(a), float(b), float(c)) for a, b, c in data.get("saved", ())),
+                   (float(data.get("backward", (0, 0))[0]), float(data.get("backward", (0, 0))[1])))
+
+    def dropped_at(self, when: float) -> float:
+        """The bytes a checkpoint of this module would not hold at ``when`` (seconds from the step's
+        start): its tensors alive then, unless backward is remaking them for its own use."""
+        if self.backward[0] <= when <= self.backward[1]:
+            return 0.0
+        return sum(size for saved, read, size in self.saved if saved <= when <= read)
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """The modules to wrap in ``torch.utils.checkpoint``, with the peak and extra step time predicted.
+
+    ``predicted_peak`` is the most bytes alive at any moment of the measured step less what the
+    modules would not hold then (a module's saved tensors are dropped from when they were saved to
+    when backward last read them, except while backward is remaking them for that module);
+    ``extra_time`` is their forward time, measured.
+    ``reached`` says whether the target is met; when no choice of modules meets it, the plan
+    holds every module that helps.
+    """
+
+    target: float
+    peak: float
+    predicted_peak: float
+    extra_time: float
+    modules: tuple[ModuleMemory, ...]
+    reached: bool
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.modules)
+
+    def apply(self, model: Any) -> "AppliedCheckpoints":
+        """Wrap this plan's modules of ``model`` in ``torch.utils.checkpoint`` (non-reentrant);
+        the result's :meth:`~AppliedCheckpoints.undo` (or leaving its ``with`` block) puts
+        each ``forward`` back. ``model`` is changed only here, only when asked."""
+        return apply_checkpointing(model, self.paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "peak": self.peak, "predicted_peak": self.predicted_peak,
+                "extra_time": self.extra_time, "reached": self.reached,
+                "modules": [m.to_dict() for m in self.modules]}
+
+    def text(self) -> str:
+        """The plan in lines, as ``profile`` prints it."""
+        head = (f"to bring the peak of {format_bytes(int(self.peak))} under {format_bytes(int(self.target))}: ")
+        if not self.modules:
+            return head + ("nothing to checkpoint, it is under already\n" if self.reached
+                           else "checkpointing no module would lower it (what is alive at the peak is "
+                           "none of the tensors a checkpoint drops)\n")
+        lines = [head + f"checkpoint {len(self.modules)} module{'s' if len(self.modules) != 1 else ''}, "
+                 f"predicted peak {format_bytes(int(self.predicted_peak))}, "
+                 f"step {format_seconds(self.extra_time)} longer"
+                 + ("" if self.reached else " (the target is out of reach by checkpointing)") + "\n"]
+        rows = [("module", "type", "saved at the peak", "forward time")]
+        rows += [(m.path, m.type_name, format_bytes(int(m.saved_at_peak)), format_seconds(m.forward_time)) for m in self.modules]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            lines.append("  " + "  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1]), r[2].rjust(widths[2]), r[3]]) + "\n")
+        return "".join(lines)
+
+
+class AppliedCheckpoints:
+    """Modules whose ``forward`` runs under ``torch.utils.checkpoint`` until :meth:`undo`."""
+
+    def __init__(self, wrapped: Sequence[tuple[Any, Optional[Callable[..., Any]]]], paths: tuple[str, ...]):
+        self._wrapped = list(wrapped)
+        self.paths = paths
+
+    def undo(self) -> None:
+        """Put each module's own ``forward`` back; a second call does nothing."""
+        for module, own in reversed(self._wrapped):
+            if own is None:
+                module.__dict__.pop("forward", None)
+            else:
+                module.forward = own
+        self._wrapped = []
+
+    def __enter__(self) -> "AppliedCheckpoints":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.undo()
+
+
+def apply_checkpointing(model: Any, paths: Sequence[str]) -> AppliedCheckpoints:
+    """Wrap the modules of ``model`` at ``paths`` in non-reentrant ``torch.utils.checkpoint``.
+
+    >>> import torch
+    >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    >>> with apply_checkpointing(net, ["0"]):
+    ...     "forward" in vars(net[0])
+    True
+    >>> "forward" in vars(net[0])
+    False
+    """
+    import torch.utils.checkpoint
+
+    modules = dict(model.named_modules())
+    missing = [p for p in paths if p not in modules]
+    if missing:
+        raise OptionError(f"{type(model).__name__} has no module {missing[0]!r} to checkpoint; give paths of "
+                          f"model.named_modules() (the plan was made for another model?).")
+    wrapped: list[tuple[Any, Optional[Callable[..., Any]]]] = []
+    for path in paths:
+        module = modules[path]
+        own = module.__dict__.get("forward")
+        original = module.forward
+        module.forward = functools.partial(torch.utils.checkpoint.checkpoint, original, use_reentrant=False)
+        wrapped.append((module, own))
+    return AppliedCheckpoints(wrapped, tuple(paths))
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """The memory of one training step, measured; plain data.
+
+    ``timeline`` holds ``(seconds from the step's start, bytes alive, phase)`` points;
+    ``peak`` is the most bytes alive, at ``peak_time`` in ``peak_phase``; ``at_peak`` splits
+    it by kind (:data:`KINDS`); ``node_activations`` holds the bytes saved for backward and
+    alive at the peak per node id of the profile's graph, ``modules`` each module's
+    checkpoint candidate numbers, most saved first. ``source`` says where the bytes came from.
+    """
+
+    device: str
+    source: str
+    peak: float
+    peak_time: float
+    peak_phase: str
+    at_peak: Mapping[str, float]
+    start_bytes: float
+    timeline: tuple[tuple[float, float, str], ...]
+    node_activations: Mapping[str, float]
+    module_activations: Mapping[str, float]
+    modules: tuple[ModuleMemory, ...]
+    phase_peaks: Mapping[str, float]
+    measure_time: float = 0.0
+    plain_step_time: float = 0.0
+    notes: tuple[str, ...] = ()
+    graph: Optional[AutogradGraph] = field(default=None, compare=False, repr=False)
+
+    def activations_by_module(self) -> list[tuple[str, float]]:
+        """``(module path, bytes)`` saved for backward and alive at the peak, submodules'
+        included, most first (the model itself left out)."""
+        return sorted(self.module_activations.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def overlay(self) -> Overlay:
+        """Bytes saved for backward and alive at the peak, per node, summed onto modules:
+        ``make_dot(profile.graph, overlays=[profile.memory.overlay()])``."""
+        return Overlay(
+            "peak_memory", "saved for backward, alive at the peak", dict(self.node_activations), rollup="sum",
+            scale="log", unit="B",
+            key=(([f"alive at the peak ({format_bytes(int(self.peak))}, {self.peak_phase}, {self.device}): "
+                   + ", ".join(f"{k.replace('_', ' ')} {format_bytes(int(self.at_peak[k]))}" for k in KINDS if k in self.at_peak)],
+                  {"shape": "note", "style": "filled", "fillcolor": "white"}),),
+        )
+
+    def advice(self, target: Optional[float] = None) -> CheckpointPlan:
+        """The modules to checkpoint to bring the peak under ``target`` bytes (a number of 1
+        or less is a fraction of the peak; default 0.75): each time the module that lowers the
+        predicted peak most, never a module inside one already chosen (nor around it), nor one
+        that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
+        ``transformer.h.11``): its blocks, checkpointed one by one, drop the same tensors and
+        remake one block's at a time, not all of them at once."""
+        goal = _target_bytes(target, self.peak)
+        chosen: list[ModuleMemory] = []
+        predicted = self.peak
+        if self.timeline:
+            import torch
+
+            times = [t for t, _, _ in self.timeline]
+            # Scaled so that the timeline's highest point is the measured peak (on CUDA, the allocator's).
+            alive = torch.tensor([b for _, b, _ in self.timeline], dtype=torch.float64)
+            alive *= self.peak / max(float(alive.max()), 1.0)
+            stacks = _block_holders([(m.path, m.type_name) for m in self.modules])
+            dropped = {m.path: torch.tensor([m.dropped_at(t) for t in times], dtype=torch.float64)
+                       for m in self.modules if m.saved_at_peak > 0 and m.path not in stacks}
+            # Each time the module that lowers the predicted peak most (the cheaper of equals),
+            # never one inside a module chosen or around it, until the target is met.
+            while predicted > goal:
+                best: Optional[tuple[float, float, ModuleMemory]] = None
+                for m in self.modules:
+                    if m.path not in dropped or any(_nested(m.path, c.path) for c in chosen):
+                        continue
+                    peak = float((alive - dropped[m.path]).max())
+                    if peak < predicted and (best is None or (peak, m.forward_time) < best[:2]):
+                        best = (peak, m.forward_time, m)
+                if best is None:
+                    break
+                predicted = best[0]
+                alive = alive - dropped[best[2].path]
+                chosen.append(best[2])
+        return CheckpointPlan(goal, self.peak, predicted, sum(m.forward_time for m in chosen), tuple(chosen),
+                              predicted <= goal)
+
+    def table(self, target: Optional[float] = None, top: int = 10, types: Optional[Mapping[str, str]] = None) -> str:
+        """The memory lines ``profile`` prints: the peak, its split, the modules whose saved
+        tensors are alive at it (with ``types``, each module's class name by path, alike
+        blocks ``h.0`` ... ``h.11`` are one row ``h.*``), and the checkpoint advice for ``target``."""
+        lines = [
+            f"\nmemory ({self.source}): peak {format_bytes(int(self.peak))} in the {self.peak_phase} "
+            f"at {format_seconds(self.peak_time)}; at the start {format_bytes(int(self.start_bytes))}; "
+            "phase peaks " + ", ".join(f"{k} {format_bytes(int(self.phase_peaks[k]))}" for k in PHASES if k in self.phase_peaks) + "\n",
+            "alive at the peak: " + ", ".join(
+                f"{k.replace('_', ' ')} {format_bytes(int(self.at_peak[k]))} ({_share(self.at_peak[k], self.peak)})"
+                for k in KINDS if k in self.at_peak) + "\n",
+        ]
+        rows = _folded([row for row in self.activations_by_module() if row[1] > 0], types)[:top]
+        if rows:
+            width = max(len(p) for p, _, _ in rows)
+            sizes = [format_bytes(int(v)) for _, v, _ in rows]
+            right = max(len(size) for size in sizes)
+            lines.append("\nsaved for backward and alive at the peak, by module\n")
+            lines += [f"{p.ljust(width)}  {size.rjust(right)}{how}\n" for (p, _, how), size in zip(rows, sizes)]
+        lines.append("\n" + self.advice(target).text())
+        if self.plain_step_time > 0:
+            lines.append(f"measuring memory took {self.measure_time / self.plain_step_time:.1f} times a plain step\n")
+        lines += [f"note: {n}\n" for n in self.notes]
+        return "".join(lines)
+
+    def to_dict(self, target: Optional[float] = None) -> dict[str, Any]:
+        return {
+            "device": self.device, "source": self.source, "peak": self.peak, "peak_time": self.peak_time,
+            "peak_phase": self.peak_phase, "at_peak": dict(self.at_peak), "start_bytes": self.start_bytes,
+            "timeline": [list(p) for p in self.timeline], "node_activations": dict(self.node_activations),
+            "module_activations": dict(self.module_activations),
+            "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
+            "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "notes": list(self.notes),
+            "advice": self.advice(target).to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "StepMemory":
+        return cls(
+            device=data["device"], source=data["source"], peak=data["peak"], peak_time=data["peak_time"],
+            peak_phase=data["peak_phase"], at_peak=dict(data["at_peak"]), start_bytes=data["start_bytes"],
+            timeline=tuple((float(t), float(b), str(p)) for t, b, p in data["timeline"]),
+            node_activations=dict(data["node_activations"]), module_activations=dict(data["module_activations"]),
+            modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
+            measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
+            notes=tuple(data.get("notes", ())),
+        )
+
+
+def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -> list[tuple[str, float, str]]:
+    """``(path, bytes)`` rows with alike blocks summed into one ``h.*`` row (and ``h`` itself left
+    out when its total is its blocks'), most first; the third item says how many blocks."""
+    if not types:
+        return [(path, value, "") for path, value in rows]
+    from .diagnosis import repeated_module_patterns
+
+    values = dict(rows)
+    folded = []
+    for pattern, paths in repeated_module_patterns(values, types).items():
+        total = sum(values[p] for p in paths)
+        how = "" if len(paths) == 1 else f"  x{len(paths)}, {format_bytes(int(min(values[p] for p in paths)))} to " \
+            f"{format_bytes(int(max(values[p] for p in paths)))} each"
+        folded.append((pattern, total, how))
+    totals = {p: v for p, v, _ in folded}
+    kept = [row for row in folded if not math.isclose(totals.get(row[0] + ".*", -1.0), row[1], rel_tol=1e-9)]
+    return sorted(kept, key=lambda row: (-row[1], row[0]))
+
+
+def _block_holders(modules: Sequence[tuple[str, str]]) -> set[str]:
+    """The paths among ``modules`` (path, class name) that hold two or more numbered blocks of
+    one class that are also among them (a Sequential of a Conv2d and a BatchNorm2d is no list of blocks).
+
+    >>> sorted(_block_holders([("t", "M"), ("t.h.0", "B"), ("t.h.1", "B"), ("t.h.0.d.0", "C"), ("t.h.0.d.1", "N")]))
+    ['t']
+    """
+    numbered: dict[str, set[str]] = {}
+    counts: dict[str, int] = {}
+    for path, type_name in modules:
+        parent, _, last = path.rpartition(".")
+        if last.isdigit():
+            numbered.setdefault(parent, set()).add(type_name)
+            counts[parent] = counts.get(parent, 0) + 1
+    lists = [parent for parent, kinds in numbered.items() if counts[parent] >= 2 and len(kinds) == 1]
+    paths = [path for path, _ in modules]
+    return {p for p in paths if any(parent == p or parent.startswith(p + ".") or (p == "" and parent) for parent in lists)}
+
+
+def _share(value: float, whole: float) -> str:
+    return f"{100 * value / whole:.0f}%" if whole > 0 else "-"
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_target(text: str) -> float:
+    """A target peak from the command line: ``0.5`` (a fraction of the peak), ``300MiB``, ``2GB``.
+
+    >>> parse_target("0.5"), parse_target("1KiB")
+    (0.5, 1024.0)
+    """
+    match = _SIZE.match(str(text))
+    if not match:
+        raise OptionError(f"a target peak is a fraction of the peak (0.75) or bytes (300MiB, 2GB); got {text!r}.")
+    return float(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
+
+
+def _target_bytes(target: Optional[float], peak: float) -> float:
+    value = DEFAULT_TARGET if target is None else target
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise OptionError(f"target must be bytes, or a fraction of the peak (0.75); got {target!r}.")
+    return float(value) * peak if value <= 1 else float(value)
+
+
+# --- measuring -------------------------------------------------------------------------
+
+
+def _storage(tensor: Any) -> tuple[int, float]:
+    storage = tensor.untyped_storage()
+    return storage.data_ptr(), float(storage.nbytes())
+
+
+def _last_sequence_nr() -> Optional[int]:
+    """The sequence number autograd gave last, without making a node (which would move the count on)."""
+    import torch
+
+    peek = getattr(torch._C._autograd, "_get_sequence_nr", None)
+    return int(peek()) - 1 if peek is not None else None
+
+
+class _SavedTensors:
+    """The saved-tensor and gradient hooks of the memory step: what autograd saved, when."""
+
+    def __init__(self, kept: set[int], clock: Callable[[], int]):
+        self.kept = kept  # storages alive before the step: parameters, buffers, inputs, optimizer state
+        self.clock = clock
+        # storage -> [sequence number of the node that saved it, bytes, packed at, last unpacked at]
+        self.saved: dict[int, list[Any]] = {}
+
+    def pack(self, tensor: Any) -> Any:
+        try:
+            key, size = _storage(tensor)
+        except (RuntimeError, NotImplementedError):  # a tensor without storage (sparse, a subclass)
+            return tensor
+        if key and key not in self.kept and key not in self.saved:
+            # The node saving it was made just before: the last number given.
+            self.saved[key] = [_last_sequence_nr(), size, self.clock(), None, None]
+        return (tensor, key)
+
+    def unpack(self, packed: Any) -> Any:
+        tensor, key = packed if isinstance(packed, tuple) else (packed, 0)
+        entry = self.saved.get(key)
+        if entry is not None:
+            entry[3] = self.clock()
+            if entry[4] is None:
+                entry[4] = entry[3]
+        return tensor
+
+
+def measure_memory(
+    runner: Any,
+    graph: AutogradGraph,
+    node_of: Callable[[int], Optional[str]],
+    profiled_step: Callable[[], tuple[Iterable[Any], int]],
+    phase_ranges: Mapping[str, str],
+    memory_event: str,
+) -> StepMemory:
+    """One step under the profiler with ``profile_memory`` and saved-tensor hooks, one plain
+    step with each module's forward timed; see the module's docstring. ``runner`` is a
+    :class:`~graphviz_autograd.checks.profiling.StepRunner` whose warm-up steps have run;
+    ``profiled_step()`` runs its marked step under the profiler and returns the events and the
+    first sequence number of the step; ``phase_ranges`` names the range of each phase, and
+    ``memory_event`` the profiler's allocation events."""
+    import torch
+
+    from ..capture.naming import named_tensors
+
+    device = runner.device
+    cuda = device.type == "cuda"
+    model = runner.model
+    optimizer = runner.optimizer
+    notes: list[str] = []
+
+    # Plain step: its time is what measuring memory is compared with; module hooks time each forward.
+    forward_times: dict[str, float] = {}
+    plain_started = time.perf_counter()
+    with _module_timer(model, runner.synchronize, forward_times):
+        runner.step("the step timing each module")
+    plain = time.perf_counter() - plain_started
+    timer_free_started = time.perf_counter()
+    runner.step("a plain step")
+    plain = min(plain, time.perf_counter() - timer_free_started)
+
+    parameters: dict[int, float] = {}
+    if model is not None:
+        parameters.update(_storage(t) for t in [*model.parameters(), *model.buffers()])
+    if optimizer is not None:
+        parameters.update(_storage(p) for g in optimizer.param_groups for p in g["params"])
+    state: dict[int, float] = {}
+    if optimizer is not None:
+        for values in optimizer.state.values():
+            state.update(_storage(v) for v in values.values() if isinstance(v, torch.Tensor) and v.numel() > 1)
+    inputs: dict[int, float] = {}
+    for _, tensor in named_tensors(runner.inputs):
+        if tensor.device.type == device.type:
+            inputs.update([_storage(tensor)])
+    kept = set(parameters) | set(state) | set(inputs)
+    # The clock of the profiler's events: epoch nanoseconds.
+    hooks = _SavedTensors(kept, time.time_ns)
+    grads: list[tuple[int, float]] = []  # (made at, bytes)
+
+    def grad_made(tensor: Any) -> None:
+        if tensor.grad is not None:
+            grads.append((time.time_ns(), float(tensor.grad.untyped_storage().nbytes())))
+
+    handles = [leaf.register_post_accumulate_grad_hook(grad_made) for leaf in runner.leaves if leaf.requires_grad]
+    if cuda:
+        torch.cuda.synchronize(device)
+        start_bytes = float(torch.cuda.memory_allocated(device))
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        start_bytes = float(sum(parameters.values()) + sum(state.values()) + sum(inputs.values()))
+    boundaries: dict[str, set[int]] = {}
+    measure_started = time.perf_counter()
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack), _module_boundaries(model, boundaries):
+            events, base = profiled_step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    measure_time = time.perf_counter() - measure_started + plain
+    allocator_peak = float(torch.cuda.max_memory_allocated(device)) if cuda else 0.0
+
+    measured_type = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    phases: dict[str, tuple[int, int]] = {}
+    changes: list[tuple[int, int]] = []
+    phase_of = {name: phase for phase, name in phase_ranges.items()}
+    for event in events:
+        name = event.name()
+        if name == memory_event:
+            if event.device_type() == measured_type:
+                changes.append((event.start_ns(), event.nbytes()))
+        elif name in phase_of:
+            phases[phase_of[name]] = (event.start_ns(), event.start_ns() + event.duration_ns())
+    if "forward" not in phases:
+        raise RuntimeError("the memory step's forward range was not recorded")
+    begin = phases["forward"][0]
+    end = max(e for _, e in phases.values())
+    changes = sorted(c for c in changes if begin <= c[0] <= end)
+
+    def phase_at(when: int) -> str:
+        for name in PHASES:
+            if name in phases and when <= phases[name][1]:
+                return name
+        return PHASES[-1] if "optimizer" in phases else "backward"
+
+    alive = start_bytes
+    peak, peak_at = start_bytes, begin
+    points: list[tuple[int, float]] = [(begin, alive)]
+    phase_peaks: dict[str, float] = {name: start_bytes for name in PHASES if name in phases}
+    for when, size in changes:
+        alive += size
+        points.append((when, alive))
+        phase = phase_at(when)
+        phase_peaks[phase] = max(phase_peaks.get(phase, 0.0), alive)
+        if alive > peak:
+            peak, peak_at = alive, when
+    source = "the profiler's memory events"
+    if cuda:
+        source = "the CUDA allocator (peak) and the profiler's memory events (timeline)"
+        if allocator_peak > 0 and abs(allocator_peak - peak) > 0.05 * allocator_peak:
+            notes.append(f"the allocator's peak, {format_bytes(int(allocator_peak))}, differs from the events' "
+                         f"{format_bytes(int(peak))} by more than 5%: the peak is the allocator's")
+        peak = max(peak, allocator_peak)
+
+    node_activations: dict[str, float] = {}
+    activations = 0.0
+    alive_storages: dict[int, tuple[Optional[str], float]] = {}
+    last = points[-1][0]
+    lifetimes: dict[int, tuple[Optional[str], float, float, float, Optional[float]]] = {}
+    for key, (number, size, packed_at, unpacked_at, first_read) in hooks.saved.items():
+        node_id = node_of(number - base) if number is not None else None
+        lifetimes[key] = (node_id, size, (packed_at - begin) / 1e9, ((unpacked_at or last) - begin) / 1e9,
+                          None if first_read is None else (first_read - begin) / 1e9)
+        if packed_at <= peak_at and (unpacked_at is None or unpacked_at >= peak_at):
+            activations += size
+            alive_storages[key] = (node_id, size)
+            if node_id is not None:
+                node_activations[node_id] = node_activations.get(node_id, 0.0) + size
+    gradients = float(sum(size for made, size in grads if made <= peak_at))
+    parameter_bytes = float(sum(parameters.values()))
+    state_bytes = float(sum(state.values()))
+    temporaries = peak - parameter_bytes - gradients - state_bytes - activations
+    if temporaries < 0:
+        notes.append(f"the kinds named add up to {format_bytes(int(-temporaries))} more than the peak: "
+                     "tensors saved for backward that share storage with others are counted once each")
+        temporaries = 0.0
+    at_peak = {PARAMETERS: parameter_bytes, GRADIENTS: gradients, OPTIMIZER_STATE: state_bytes,
+               ACTIVATIONS: activations, TEMPORARIES: temporaries}
+
+    modules = _candidates(graph, model, alive_storages, lifetimes, boundaries, forward_times)
+    return StepMemory(
+        device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
+        at_peak=at_peak, start_bytes=start_bytes, timeline=_thinned(points, begin, phase_at), node_activations=node_activations,
+        module_activations=_by_module(graph, node_activations),
+        modules=modules, phase_peaks=phase_peaks, measure_time=measure_time, plain_step_time=plain, notes=tuple(notes),
+        graph=graph,
+    )
+
+
+def _by_module(graph: AutogradGraph, node_activations: Mapping[str, float]) -> dict[str, float]:
+    """Each module's bytes of ``node_activations``, its submodules' included (the model left out)."""
+    modules = {n.id: n.module for n in graph.nodes}
+    totals: dict[str, float] = {}
+    for node_id, value in node_activations.items():
+        path = module_of_call(modules.get(node_id, ""))
+        while path:
+            totals[path] = totals.get(path, 0.0) + value
+            path = path.rpartition(".")[0]
+    return totals
+
+
+def _thinned(points: list[tuple[int, float]], begin: int, phase_at: Callable[[int], str]) -> tuple[tuple[float, float, str], ...]:
+    """At most :data:`TIMELINE_POINTS` points: of each stretch of events, its highest."""
+    stride = max(1, -(-len(points) // TIMELINE_POINTS))
+    kept = []
+    for i in range(0, len(points), stride):
+        when, value = max(points[i:i + stride], key=lambda p: p[1])
+        kept.append(((when - begin) / 1e9, value, phase_at(when)))
+    return tuple(kept)
+
+
+def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Optional[str], float]],
+                lifetimes: Mapping[int, tuple[Optional[str], float, float, float, Optional[float]]], boundaries: Mapping[str, set[int]], forward_times: Mapping[str, float]) -> tuple[ModuleMemory, ...]:
+    """Each module (not the model) whose nodes saved bytes alive at the peak, most first; the
+    storages of its inputs and outputs are left out (a checkpoint of it keeps them)."""
+    if model is None:
+        return ()
+    types = {path: type(m).__name__ for path, m in model.named_modules()}
+    module_of = {n.id: module_of_call(n.module) for n in graph.nodes}
+    saved: dict[str, float] = {}
+    for key, (node_id, size) in alive.items():
+        path = module_of.get(node_id or "", "")
+        while path:
+            if key not in boundaries.get(path, ()):
+                saved[path] = saved.get(path, 0.0) + size
+            path = path.rpartition(".")[0]
+    intervals: dict[str, list[tuple[float, float, float]]] = {}
+    windows: dict[str, list[float]] = {}
+    for key, (node_id, size, packed, read, first_read) in lifetimes.items():
+        path = module_of.get(node_id or "", "")
+        while path:
+            if path in saved:
+                if key not in boundaries.get(path, ()):
+                    intervals.setdefault(path, []).append((packed, read, size))
+                if first_read is not None:
+                    window = windows.setdefault(path, [first_read, read])
+                    window[0], window[1] = min(window[0], first_read), max(window[1], read)
+            path = path.rpartition(".")[0]
+    rows = [ModuleMemory(path, types.get(path, ""), value, forward_times.get(path, 0.0),
+                         tuple(sorted(intervals.get(path, ()))), tuple(windows.get(path, (0.0, 0.0))))  # type: ignore[arg-type]
+            for path, value in saved.items() if path in types and path in forward_times]
+    rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
+    return tuple(rows)
+
+
+@contextlib.contextmanager
+def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, float]) -> Iterator[None]:
+    """Each module's forward time (all its calls summed), with hooks before and after each call."""
+    if model is None:
+        yield
+        return
+    started: dict[int, list[float]] = {}
+    handles = []
+
+    def before(path: str, module: Any, *args: Any) -> None:
+        synchronize()
+        started.setdefault(id(module), []).append(time.perf_counter())
+
+    def after(path: str, module: Any, *args: Any) -> None:
+        synchronize()
+        stack = started.get(id(module))
+        if stack:
+            times[path] = times.get(path, 0.0) + time.perf_counter() - stack.pop()
+
+    for path, module in model.named_modules():
+        if path:
+            handles.append(module.register_forward_pre_hook(functools.partial(before, path)))
+            handles.append(module.register_forward_hook(functools.partial(after, path)))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def _module_boundaries(model: Any, storages: dict[str, set[int]]) -> Iterator[None]:
+    """The storages of each module's inputs and outputs (all its calls), by path."""
+    from ..capture.naming import named_tensors
+
+    if model is None:
+        yield
+        return
+    handles = []
+
+    def seen(path: str, *values: Any) -> None:
+        found = storages.setdefault(path, set())
+        for _, tensor in named_tensors(values):
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                found.add(tensor.untyped_storage().data_ptr())
+
+    for path, module in model.named_modules():
+        if path:
+            handles.append(module.register_forward_pre_hook(
+                functools.partial(lambda p, _m, args, kwargs: seen(p, args, kwargs), path), with_kwargs=True))
+            handles.append(module.register_forward_hook(
+                functools.partial(lambda p, _m, _args, output: seen(p, output), path)))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -1,0 +1,183 @@
+"""The memory of a training step: the peak, what is alive at it, and the checkpoint advice, measured again after applying it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from graphviz_autograd import OptionError, StepProfile, make_dot, profile_step
+from graphviz_autograd.checks.memory import KINDS, StepMemory, apply_checkpointing, parse_target
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.up = nn.Linear(width, hidden)
+        self.act = nn.GELU()
+        self.down = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(self.act(self.up(x)))
+
+
+class OneWideBlock(nn.Module):
+    """Four residual MLP blocks, the first 32 times as wide as the others, and a large classifier
+    head whose backward is the step's peak while the wide block's saved tensors wait for theirs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP(32, 1024), MLP(32, 32), MLP(32, 32), MLP(32, 32)])
+        self.head = nn.Linear(32, 2048)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def wide_profile(model: nn.Module) -> StepProfile:
+    torch.manual_seed(0)
+    x, labels = torch.randn(512, 32), torch.randint(0, 2048, (512,))
+    return profile_step(model, x, loss=lambda out: nn.functional.cross_entropy(out, labels), steps=1)
+
+
+@pytest.fixture(scope="module")
+def wide() -> tuple[OneWideBlock, StepProfile]:
+    torch.manual_seed(0)
+    model = OneWideBlock()
+    return model, wide_profile(model)
+
+
+def test_the_peak_is_split_by_kind_and_the_kinds_add_up_to_it(wide):
+    model, profile = wide
+    memory = profile.memory
+    assert memory is not None and memory.device == "cpu"
+    assert set(memory.at_peak) == set(KINDS)
+    assert sum(memory.at_peak.values()) == pytest.approx(memory.peak)
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert memory.at_peak["parameters"] == parameters
+    assert memory.at_peak["optimizer_state"] == 0  # no optimizer given
+    # The timeline starts where the step starts and its highest point is the peak.
+    assert memory.timeline[0][0] == 0.0 and max(b for _, b, _ in memory.timeline) == memory.peak
+    assert [p for _, _, p in memory.timeline] == sorted((p for _, _, p in memory.timeline), key=["forward", "backward"].index)
+    assert memory.peak_phase == "backward"
+
+
+def test_the_wide_block_is_first_in_the_peaks_activations_and_in_the_advice(wide):
+    _, profile = wide
+    memory = profile.memory
+    blocks = [(path, value) for path, value in memory.activations_by_module() if path.startswith("blocks.")
+              and path.count(".") == 1]
+    assert blocks[0][0] == "blocks.0"
+    assert all(blocks[0][1] > 10 * value for _, value in blocks[1:])
+    # GELU's input (512 x 1024 floats) and the second Linear's (GELU's output) are alive at the peak.
+    assert memory.module_activations["blocks.0"] >= 2 * 512 * 1024 * 4
+    plan = memory.advice(0.9)
+    assert plan.paths[0] == "blocks.0" and plan.reached
+    assert plan.predicted_peak < memory.peak and plan.extra_time > 0
+
+
+def test_the_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_one(wide):
+    model, profile = wide
+    plan = profile.memory.advice(0.9)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with plan.apply(model):
+        assert all("forward" in vars(dict(model.named_modules())[path]) for path in plan.paths)
+        after = wide_profile(model).memory
+    assert not any("forward" in vars(module) for module in model.modules())  # undone
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+    assert after.peak < profile.memory.peak
+    assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
+
+
+def test_the_overlay_puts_the_saved_bytes_on_the_graphs_nodes_and_sums_them_onto_modules(wide):
+    _, profile = wide
+    overlay = profile.memory.overlay()
+    ids = {node.id for node in profile.graph.nodes}
+    assert overlay.name == "peak_memory" and overlay.unit == "B" and set(overlay.values) <= ids
+    assert sum(overlay.values.values()) == profile.memory.at_peak["activations"]
+    modules = {node.id: node.module for node in profile.graph.nodes}
+    wide_nodes = sum(v for node_id, v in overlay.values.items() if modules[node_id].startswith("blocks.0"))
+    assert wide_nodes == profile.memory.module_activations["blocks.0"]
+    source = make_dot(profile.graph, overlays=[overlay], depth=2).source
+    assert "alive at the peak" in source
+
+
+def test_memory_survives_json_with_its_advice(wide):
+    _, profile = wide
+    data = json.loads(profile.to_json(memory_target=0.9))
+    assert data["memory"]["advice"]["modules"][0]["path"] == "blocks.0"
+    again = StepProfile.from_dict(data)
+    assert again.memory is not None
+    assert again.memory.advice(0.9) == profile.memory.advice(0.9)
+    assert again.table(memory_target=0.9) == profile.table(memory_target=0.9)
+    assert StepMemory.from_dict(profile.memory.to_dict()).module_activations == profile.memory.module_activations
+
+
+def test_a_target_is_a_fraction_of_the_peak_or_bytes():
+    assert parse_target("0.5") == 0.5 and parse_target("2MiB") == 2 * 2**20 and parse_target("3 GB") == 3e9
+    with pytest.raises(OptionError):
+        parse_target("half")
+
+
+def test_applying_checkpoints_to_a_module_that_is_not_there_is_a_named_error():
+    model = nn.Sequential(nn.Linear(2, 2))
+    with pytest.raises(OptionError, match="no module 'h.0'"):
+        apply_checkpointing(model, ["h.0"])
+    assert "forward" not in vars(model[0])
+
+
+def test_memory_is_left_out_when_not_asked_for():
+    model = nn.Linear(3, 1)
+    assert profile_step(model, torch.ones(2, 3), steps=1, memory=False).memory is None
+
+
+def test_gpt2_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_one():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=256, n_positions=128,
+                                     attn_implementation="eager", use_cache=False)
+    model = transformers.GPT2LMHeadModel(config)
+    tokens = torch.randint(0, 256, (2, 128))
+    inputs = {"input_ids": tokens, "labels": tokens}
+    optimizer = torch.optim.AdamW(model.parameters())
+    profile = profile_step(model, inputs, loss=lambda out: out.loss, optimizer=optimizer, steps=1)
+    memory = profile.memory
+    assert memory.at_peak["optimizer_state"] > 0 and memory.at_peak["activations"] > 0
+    plan = memory.advice(0.85)
+    assert plan.modules and all(path.startswith("transformer.h.") for path in plan.paths)
+    with plan.apply(model):
+        after = profile_step(model, inputs, loss=lambda out: out.loss, optimizer=optimizer, steps=1).memory
+    assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_peak_is_the_allocators():
+    model = OneWideBlock().cuda()
+    x = torch.randn(512, 32, device="cuda")
+    memory = profile_step(model, x, steps=1).memory
+    assert memory.device.startswith("cuda") and "allocator" in memory.source
+    assert memory.peak >= max(b for _, b, _ in memory.timeline) * 0.95
+
+
+def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_its_json():
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli.commands import main
+
+    model = "samples/mnist_cnn.py"
+    result = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--json", "--memory-target", "0.5"])
+    assert result.exit_code == 0, result.output
+    memory = json.loads(result.output)["memory"]
+    assert memory["advice"]["target"] == pytest.approx(0.5 * memory["peak"])
+    assert set(memory["at_peak"]) == set(KINDS)
+    table = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--memory-target", "1MiB"])
+    assert table.exit_code == 0 and "alive at the peak: parameters" in table.output
+    assert "under 1.0 MiB" in table.output
+    bad = CliRunner().invoke(main, ["profile", model, "-q", "--memory-target", "half"])
+    assert bad.exit_code == 1 and "a target peak is a fraction of the peak" in bad.output
+    plain = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--no-memory", "--json"])
+    assert "memory" not in json.loads(plain.output)
