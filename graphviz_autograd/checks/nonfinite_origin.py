@@ -44,12 +44,12 @@ from ..capture.naming import named_tensors
 from ..capture.nonfinite_values import BackwardValues, Producer, all_finite, nonfinite_counts
 from ..capture.recording import record
 from ..capture.walking import walk
-from ..errors import InputTypeError, OptionError
+from ..errors import InputTypeError
 from ..graph.autograd_graph import AutogradGraph
 from ..graph.style import ERROR, WARNING
 from ..views.overlays import Overlay, severity_value
 from .diagnosis import NONFINITE_BACKWARD, NONFINITE_FORWARD, NONFINITE_STEP, Finding, Findings
-from .profiling import StepRunner, check_not_meta, model_forward, run_backward
+from .profiling import StepRunner, run_backward, step_forward
 
 
 class NonfiniteFindings(Findings):
@@ -115,17 +115,7 @@ def find_nonfinite(
         raise InputTypeError(
             f"find_nonfinite() takes an nn.Module as model; got {type(model).__name__}. Pass the model whose step goes wrong."
         )
-    if step is not None:
-        if inputs is not None or loss is not None:
-            raise OptionError("Give either step() or inputs (and loss), not both: step() runs the forward pass itself.")
-        forward = step
-    elif model is None:
-        raise OptionError("find_nonfinite() needs a model and its inputs, or step=, a function that returns the loss.")
-    else:
-        forward = model_forward(model, inputs, loss)
-    if model is not None:
-        check_not_meta(model)
-    runner = StepRunner(model, forward, optimizer, inputs)
+    runner = StepRunner(model, step_forward("find_nonfinite", model, inputs, loss, step), optimizer, inputs)
     with runner.state_kept():
         runner.clear_grads()
         return _search(runner, model, optimizer)

@@ -448,18 +448,7 @@ def profile_step(
     _check_count("warmup", warmup, 0)
     if model is not None and not isinstance(model, torch.nn.Module):
         raise OptionError(f"profile_step() takes an nn.Module as model; got {type(model).__name__}.")
-    if step is not None:
-        if not callable(step):
-            raise OptionError(f"step must be a function of no arguments that returns the loss; got {type(step).__name__}.")
-        if inputs is not None or loss is not None:
-            raise OptionError("Give either step() or inputs (and loss), not both: step() runs the forward pass itself.")
-        forward = step
-    elif model is None:
-        raise OptionError("profile_step() needs a model and its inputs, or step=, a function that returns the loss.")
-    else:
-        forward = model_forward(model, inputs, loss)
-    if model is not None:
-        check_not_meta(model)
+    forward = step_forward("profile_step", model, inputs, loss, step)
     runner = StepRunner(model, forward, optimizer, inputs)
     with runner.state_kept():
         return runner.profile(steps, warmup, memory=memory)
@@ -468,6 +457,28 @@ def profile_step(
 def _check_count(name: str, value: object, least: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise OptionError(f"{name} must be a whole number of {least} or more; got {value!r}.")
+
+
+def step_forward(
+    what: str, model: Optional[torch.nn.Module], inputs: Any, loss: Optional[Callable[[Any], Any]],
+    step: Optional[Callable[[], Any]],
+) -> Callable[[], Any]:
+    """A step's forward pass as ``what`` (``profile_step``, ``find_nonfinite``) takes it: ``step()``,
+    or ``loss(model(*inputs))``; the arguments checked, with one sentence naming ``what`` when
+    they do not fit, and a model on the meta device refused."""
+    if step is not None:
+        if not callable(step):
+            raise OptionError(f"step must be a function of no arguments that returns the loss; got {type(step).__name__}.")
+        if inputs is not None or loss is not None:
+            raise OptionError("Give either step() or inputs (and loss), not both: step() runs the forward pass itself.")
+        forward = step
+    elif model is None:
+        raise OptionError(f"{what}() needs a model and its inputs, or step=, a function that returns the loss.")
+    else:
+        forward = model_forward(model, inputs, loss)
+    if model is not None:
+        check_not_meta(model)
+    return forward
 
 
 def model_forward(model: torch.nn.Module, inputs: Any, loss: Optional[Callable[[Any], Any]]) -> Callable[[], Any]:
