@@ -414,9 +414,13 @@ class Watcher:
         if not grads:
             return  # a step given a closure computes them inside optimizer.step()
         with torch.no_grad():
-            # One number per gradient and one move to the host: NaN or Inf in any makes its norm so.
-            norms = [g.norm() for g in grads] if len({g.device for g in grads}) > 1 else torch._foreach_norm(grads)
-            if bool(torch.isfinite(torch.stack([n.float().cpu() for n in norms])).all()):
+            # One norm per gradient (NaN or Inf in any makes its norm so) and one move to the host
+            # per device, not one per gradient.
+            by_device: dict[torch.device, list[torch.Tensor]] = {}
+            for g in grads:
+                by_device.setdefault(g.device, []).append(g)
+            norms = [torch.stack([n.float() for n in torch._foreach_norm(group)]) for group in by_device.values()]
+            if all(bool(torch.isfinite(on_device).all()) for on_device in norms):
                 return
         step = self.step_count
         if _world_size() > 1:
