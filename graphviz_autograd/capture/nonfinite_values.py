@@ -95,15 +95,19 @@ def short_path(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
+def _values(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``'s values, out of the graph: a sparse tensor's stored ones."""
+    values = tensor.detach()
+    return values.coalesce().values() if values.is_sparse else values
+
+
 def all_finite(tensor: torch.Tensor) -> bool:
     """Whether every element of ``tensor`` is finite (True for integer and bool tensors, and for
     tensors whose values cannot be read: meta, or a layout ``isfinite`` does not take)."""
     if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.is_meta:
         return True
     try:
-        values = tensor.detach()
-        if values.is_sparse:
-            values = values.coalesce().values()
+        values = _values(tensor)
         # A sum is NaN or infinite when any element is: one reduction, no tensor of flags as
         # large as the values (a fifth of the time on GPT-2's logits). A sum that overflows
         # from finite values is only a suspicion, which the element-wise test settles.
@@ -117,9 +121,7 @@ def all_finite(tensor: torch.Tensor) -> bool:
 def nonfinite_counts(tensor: torch.Tensor) -> tuple[int, int]:
     """(NaN elements, infinite elements) of ``tensor``."""
     try:
-        values = tensor.detach()
-        if values.is_sparse:
-            values = values.coalesce().values()
+        values = _values(tensor)
         return int(torch.isnan(values).sum()), int(torch.isinf(values).sum())
     except (RuntimeError, TypeError, NotImplementedError):
         return 0, 0
@@ -128,7 +130,7 @@ def nonfinite_counts(tensor: torch.Tensor) -> tuple[int, int]:
 def _finite_range(tensor: torch.Tensor) -> Optional[tuple[float, float, float]]:
     """(min, max, smallest magnitude) of ``tensor``'s finite values; None when it has none."""
     try:
-        values = tensor.detach()
+        values = _values(tensor)
         if values.is_complex():
             values = values.abs()
         values = values[torch.isfinite(values)].double() if values.numel() else values.double()

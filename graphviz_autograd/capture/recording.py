@@ -60,6 +60,7 @@ from ..graph.autograd_graph import (
     ModuleInfo,
     module_of_call,
 )
+from ..graph.descriptions import shape_text
 from .attribute_names import unregistered_tensors
 from .naming import layout_name, named_tensors, number_text
 from .nonfinite_values import LIBRARY_DIRS, ForwardValues, call_name, short_path, user_frame
@@ -907,10 +908,9 @@ def _error_frame(error: BaseException) -> str:
 
 
 def _tensor_text(tensor: torch.Tensor) -> str:
-    """'(2, 8) float32' (and 'requires grad' when it does)."""
-    shape = "(" + ", ".join(str(s) for s in tensor.shape) + ("," if tensor.dim() == 1 else "") + ")"
+    """'(2, 8) float32' (and 'requires grad' when it does): the shape as every picture writes it."""
     grad = ", requires grad" if tensor.requires_grad else ""
-    return f"{shape} {str(tensor.dtype).replace('torch.', '')}{grad}"
+    return f"{shape_text(tuple(tensor.shape))} {str(tensor.dtype).replace('torch.', '')}{grad}"
 
 
 def _module_infos(model: torch.nn.Module) -> tuple[ModuleInfo, ...]:
