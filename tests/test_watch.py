@@ -640,3 +640,31 @@ def test_a_layernorm_gelu_net_that_fits_its_data_gets_no_finding():
     norms = w.series("grad_norm")["0.weight"]
     assert math.log10(norms[0] / norms[-1]) > 1.5
     assert [f for f in w.findings() if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize("shape", [(32, 32, 32, 32), (3, 100_003), (70_000,)])
+def test_the_zero_fraction_of_a_large_output_is_counted_on_a_sample_within_half_a_point(shape):
+    from graphviz_autograd.training.measures import ZERO_COUNT_SAMPLE, StepMeasures
+
+    generator = torch.Generator().manual_seed(0)
+    output = torch.relu(torch.randn(shape, generator=generator) - 0.3)  # about 62% zero
+    output[0] = 0.0  # a block of zeros at the start, as a dead first sample would be
+    measures = StepMeasures(histograms=False, sample=None)
+    measures.output("block", None, output)
+    values, _ = measures.flat()[1].read(measures.flat()[0].tolist())
+    exact = (output == 0).double().mean().item()
+    assert output.numel() > ZERO_COUNT_SAMPLE
+    assert abs(values["activation_zero_fraction"]["block"] - exact) < 0.005
+    assert values["activation_mean"]["block"] == pytest.approx(output.mean().item(), rel=1e-4)  # still every element
+
+
+def test_an_output_gradient_that_is_not_contiguous_has_its_norm_measured_all_the_same():
+    from graphviz_autograd.training.measures import StepMeasures
+
+    grad = torch.arange(12.0).view(3, 4).t()  # not contiguous
+    measures = StepMeasures(histograms=False, sample=None)
+    measures.gradient("output_grad_norm", "output_grad", "layer", grad)
+    contiguous = StepMeasures(histograms=False, sample=None)
+    contiguous.gradient("output_grad_norm", "output_grad", "layer", grad.contiguous())
+    norms = [m.flat()[0].item() for m in (measures, contiguous)]
+    assert norms[0] == pytest.approx(norms[1]) == pytest.approx(grad.norm().item())

@@ -7,8 +7,9 @@ sum of 65,536 floats takes 5 µs, the call around it 2 to 3), so each thing meas
 as few calls as it can, and what is alike for all of them is done once, on vectors, when
 the step ends (:meth:`StepMeasures.flat`):
 
-- a module's output: its sum, its sum of squares, its count of nonzero elements and each
-  unit's largest and smallest value (about ten calls; the mean, std, zero fraction,
+- a module's output: its sum, its sum of squares, its count of nonzero elements (on an even
+  sample of :data:`ZERO_COUNT_SAMPLE` elements of a larger output) and each unit's largest
+  and smallest value (about ten calls; the mean, std, zero fraction,
   largest magnitude and dead units of every output follow at the end, in a few calls for
   all, ``segment_reduce`` over the units of every output);
 - parameters: multi-tensor norms (``torch._foreach_norm``), one stack per statistic;
@@ -43,6 +44,10 @@ HISTOGRAM_BINS = 24
 DEFAULT_HISTOGRAM_SAMPLE = 1024
 HISTOGRAM_EDGES = tuple(HISTOGRAM_LOW + i * (HISTOGRAM_HIGH - HISTOGRAM_LOW) / HISTOGRAM_BINS for i in range(HISTOGRAM_BINS + 1))
 NEAR_BOUND = 0.01  # a bounded output within this share of its range from a bound is saturated
+# The zero fraction of an output of more elements than this is counted on an even sample of
+# this many (standard error under 0.2 percentage points): counting every element of a conv
+# net's activations was a third of a logged step's cost.
+ZERO_COUNT_SAMPLE = 65536
 # What is measured of each module call's output, in the order of the flat vector.
 OUTPUT_STATISTICS = (
     "activation_mean",
@@ -166,8 +171,12 @@ class StepMeasures:
         self._paths.append(path)
         self._sizes.append(count)
         self._widths.append(width)
-        signs = self._signs(flat)  # -1, 0 or 1: the sum of their squares counts the nonzero elements
-        self._sums += (flat.sum(), torch.dot(flat, flat), torch.dot(signs, signs))
+        counted = _runs(flat, ZERO_COUNT_SAMPLE)
+        signs = self._signs(counted)  # -1, 0 or 1: the sum of their squares counts the nonzero elements
+        nonzero = torch.dot(signs, signs)
+        if counted.numel() != count:
+            nonzero = nonzero * (count / counted.numel())
+        self._sums += (flat.sum(), torch.dot(flat, flat), nonzero)
         self._unit_max.append(_per_unit(units, torch.amax))
         self._unit_min.append(_per_unit(units, torch.amin))
         sample = None
@@ -199,7 +208,8 @@ class StepMeasures:
             g = grad.detach()
             if g.dtype != torch.float32:
                 g = g.float()
-            norm = torch.linalg.vector_norm(g)
+            # dot(g, g) reads g once without the scaling pass of vector_norm: 40% less time.
+            norm = torch.dot(g.view(-1), g.view(-1)).sqrt() if g.is_contiguous() else torch.linalg.vector_norm(g)
             sample = _sample(g.reshape(-1), _last_dimension(g), self.sample).abs() if self.with_histograms else None
         self._last_gradient = _Measured(weakref.ref(grad), grad._version, -1, norm, sample)
         self.scalar(statistic, key, norm)
@@ -239,14 +249,14 @@ class StepMeasures:
         self._samples.append(sample)
         self._sample_sizes.append(sample.numel())
 
-    def _signs(self, flat: torch.Tensor) -> torch.Tensor:
-        """``flat.sign()``, written into the step's scratch memory."""
-        count = flat.numel()
+    def _signs(self, values: torch.Tensor) -> torch.Tensor:
+        """``values.sign()`` as one flat vector, written into the step's scratch memory."""
+        count = values.numel()
         scratch = self._scratch
-        if scratch is None or scratch.numel() < count or scratch.device != flat.device:
-            scratch = self._scratch = torch.empty(max(count, self.scratch_size), device=flat.device)
+        if scratch is None or scratch.numel() < count or scratch.device != values.device:
+            scratch = self._scratch = torch.empty(max(count, self.scratch_size), device=values.device)
             self.scratch_size = scratch.numel()
-        return torch.sign(flat, out=scratch[:count])
+        return torch.sign(values, out=scratch[:count].view(values.shape)).view(-1)
 
     def flat(self) -> tuple[torch.Tensor, Layout]:
         """Every number of the step in one float32 vector on the device of what was measured
@@ -329,6 +339,25 @@ def _sample(flat: torch.Tensor, width: int, size: Optional[int]) -> torch.Tensor
     while math.gcd(step, width) != 1:
         step += 1
     return flat[::step]
+
+
+_RUN = 256  # elements: 1 KiB of float32, whole cache lines
+
+
+def _runs(flat: torch.Tensor, size: int) -> torch.Tensor:
+    """About ``size`` elements of ``flat`` in runs of :data:`_RUN` side by side, evenly spaced
+    over it (a view; ``flat`` itself when it is no larger). Every k-th element would read
+    every cache line of a large tensor, and cost nearly as much as counting them all.
+
+    >>> _runs(torch.arange(2048.0), 512).shape, _runs(torch.arange(2048.0), 512)[1, 0].item()
+    (torch.Size([2, 256]), 1024.0)
+    """
+    count = flat.numel()
+    if count <= size:
+        return flat
+    rows = count // _RUN
+    step = -(-rows // max(size // _RUN, 1))
+    return flat[: rows * _RUN].view(rows, _RUN)[::step]
 
 
 # Rows of fewer units than this are reduced a few at a time side by side (see _per_unit).

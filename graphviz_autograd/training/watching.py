@@ -6,7 +6,8 @@ and the optimizer's step. On a logged step (steps 0, N, 2N, ...) it measures:
 - per module call (named as :func:`~graphviz_autograd.capture.recording.record` names
   them: a module called twice is ``path`` and ``path#2``), on the first floating-point
   tensor of its output: ``activation_mean``, ``activation_std``, ``activation_abs_max``,
-  ``activation_zero_fraction`` (elements exactly zero), ``activation_dead_fraction``
+  ``activation_zero_fraction`` (elements exactly zero; counted on an even sample of 65,536
+  elements of a larger output), ``activation_dead_fraction``
   (units, along the last dimension, zero for every row of the batch),
   ``activation_saturated_fraction`` (tanh and sigmoid modules only: outputs within 1% of
   their bounds) and ``output_grad_norm`` (a tensor hook on that output, so in-place ops
