@@ -524,9 +524,9 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
         as_source[node_id] = entered
         outputs = region.outputs
         for slot, at in enumerate(slots):
-            name = outputs[slot] if len(outputs) == len(slots) else None
-            as_target[at] = [made[name]] if name in made else []
-            if name in tangents:  # a gradient passed straight through: what the tangent enters
+            gradient: Optional[str] = outputs[slot] if len(outputs) == len(slots) else None
+            as_target[at] = [made[gradient]] if gradient is not None and gradient in made else []
+            if gradient in tangents:  # a gradient passed straight through: what the tangent enters
                 as_target[at] = list(entered)
     kept = [node for node in nodes if node.id not in regions]
     edges: list[Edge] = []
