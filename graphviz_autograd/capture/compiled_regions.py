@@ -132,6 +132,7 @@ class GraphBreak:
     line: int = 0
     source: str = ""
     before_region: int = 0
+    kind: str = ""  # Dynamo's kind of break ("Failed to trace builtin operator"), when it names one
 
     @property
     def where(self) -> str:
@@ -279,6 +280,7 @@ def _keep_break(reason: str, exc: Any) -> None:
             line=getattr(frame, "lineno", 0) or 0,
             source=(getattr(frame, "line", "") or "").strip(),
             before_region=len(capture.regions),
+            kind=str(getattr(exc, "gb_type", "") or ""),
         ))
 
 
@@ -491,7 +493,7 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
         index = capture.regions.index(region)
         region_index[node_id] = index
         prefix = region_name(index)
-        modules.append(ModuleInfo(prefix, f"{REGION_TYPE}: {format_bytes(region.saved_bytes)} saved"))
+        region_at = len(modules)
         modules.extend(ModuleInfo(f"{prefix}.{path}", type_name) for path, type_name in region.module_types)
         slots = incoming[node_id]
         names = [_input_name(graph.edges[at], by_id, parameters) for at in slots]
@@ -503,12 +505,15 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
             added.append(Node(made[op.name], OP, label, op.shape, op.dtype, None, attrs, "",
                               _inside(prefix, op.module)))
         saved_ids: dict[str, str] = {}
+        activations = 0  # bytes of the saved tensors that are none of the model's parameters or inputs
         for item in region.saved:
             saved_ids[item.name] = next(ids)
             given = names[item.input_index] if item.input_index is not None and item.input_index < len(names) else ""
             attrs = ((SAVED_TENSOR_OF, given),) if given else ()
             added.append(Node(saved_ids[item.name], SAVED, f"{item.name} ({format_bytes(item.bytes)})", item.shape,
                               item.dtype, None, attrs, "", prefix))
+            activations += 0 if given else item.bytes
+        modules.insert(region_at, ModuleInfo(prefix, region_type(region.saved_bytes, activations)))
         tangents = set(region.tangents)
         entered: list[str] = []
         tied: set[str] = set()
@@ -536,6 +541,8 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
         if source not in regions and target not in regions:
             edges.append(edge)
             continue
+        if edge.kind == SAVED_BY:  # what the opaque node's ctx held: the region's saved inputs say it better
+            continue
         sources = as_source[source] if source in regions else [source]
         targets = as_target[at] if target in regions else [target]
         if source in regions and target in regions:
@@ -547,10 +554,20 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
             sources = [breaks[pair]]
         edges.extend(Edge(s, t, edge.kind, edge.shape, edge.dtype) for s in sources for t in targets)
     used = {end for edge in itertools.chain(edges, added_edges) for end in edge[:2]}
-    # An input slot without gradient whose region gives it none has nothing left to meet.
-    kept = [node for node in kept if node.kind != NO_GRAD or node.id in used]
+    # An input slot without gradient whose region gives it none, and the tensors the opaque
+    # node's ctx held, have nothing left to meet.
+    kept = [node for node in kept if node.kind not in (NO_GRAD, SAVED) or node.id in used]
     return graph.replace(nodes=tuple(kept + added), edges=tuple(edges + added_edges),
                          modules=tuple(graph.modules) + tuple(modules))
+
+
+def region_type(saved: int, activations: int) -> str:
+    """The words a region's box shows after its name: what it saves, and how much of it is activations.
+
+    >>> region_type(4096, 1024)
+    'torch.compile, saves 4.0 KiB: 1.0 KiB activations'
+    """
+    return f"{REGION_TYPE}, saves {format_bytes(saved)}: {format_bytes(activations)} activations"
 
 
 def _inside(prefix: str, path: str) -> str:
@@ -574,10 +591,21 @@ def _input_name(edge: Edge, by_id: dict[str, Node], parameters: dict[str, str]) 
 def _break_node(node_id: str, capture: CompiledCapture, before: int) -> Node:
     """The node drawn between region ``before`` and the region after it: Dynamo's reason and line."""
     found = next((item for item in capture.graph_breaks if item.before_region == before), None)
-    attrs: tuple[tuple[str, str], ...] = ()
-    if found is not None:
-        attrs = (("reason", found.reason),) + ((("where", found.where),) if found.where else ())
-    return Node(node_id, OP, GRAPH_BREAK, attrs=attrs)
+    if found is None:
+        return Node(node_id, OP, GRAPH_BREAK)
+    attrs = (("reason", found.reason),) + ((("where", found.where),) if found.where else ())
+    return Node(node_id, OP, break_label(found), attrs=attrs)
+
+
+def break_label(item: GraphBreak) -> str:
+    """The words of a graph break's node: its kind and the user's file and line.
+
+    >>> break_label(GraphBreak("print: no", "/src/model.py", 12, kind="Failed to trace builtin operator"))
+    'graph break: Failed to trace builtin operator at model.py:12'
+    """
+    kind = item.kind or item.reason.partition(":")[0]
+    place = f" at {item.filename.replace(chr(92), '/').rpartition('/')[2]}:{item.line}" if item.filename else ""
+    return f"{GRAPH_BREAK}: {kind}{place}"
 
 
 def regions_text(capture: CompiledCapture) -> str:
