@@ -20,8 +20,8 @@ Each model is compiled once untimed first (what a process does once), then the w
 interleaved ``--repeat`` times and the fastest first step counts. Then ``--steps`` more steps
 of each, outside record() (the first of them is left out: a model compiled under record()'s
 hooks compiles once more without them); the fastest step counts. Times are the CPU time of
-this process (``time.process_time``), not the wall clock. Ratios over ``plain``: above 1 is
-slower. The default backend is aot_eager: Inductor
+the calling thread (``time.thread_time``, with one intra-op thread), not the wall clock.
+Ratios over ``plain``: above 1 is slower. The default backend is aot_eager: Inductor
 compiles C++ and takes minutes per model on a small CPU (about 110 s for the ResNet's first
 step on two shared cores); ``--backend inductor`` measures it anyway.
 """
@@ -39,9 +39,11 @@ from graphviz_autograd import record, walk
 from graphviz_autograd.capture import compiled_regions
 from tests.compiled_models import gpt2, loss_of, resnet
 
-# CPU time of this process, not the wall clock: on a shared machine a step's wall time is
-# mostly the wait for a core (the same step took 3 ms and 1 s here, with no recompile).
-clock = time.process_time
+# CPU time of the calling thread, not the wall clock: on a shared machine a step's wall time
+# is mostly the wait for a core (the same step took 3 ms and 1 s here, with no recompile), and
+# the process's CPU time takes in what torch's own background threads do for seconds after a
+# compile. With one intra-op thread (set in main) all of a step's work is the caller's.
+clock = time.thread_time
 
 MODELS: dict[str, Callable[[], tuple[torch.nn.Module, torch.Tensor]]] = {"gpt2": gpt2, "resnet": resnet}
 WAYS = ("plain", "record", "capture")
@@ -102,6 +104,7 @@ def main(argv: Any = None) -> None:
     parser.add_argument("--steps", type=int, default=10, help="steps timed after the first")
     parser.add_argument("--repeat", type=int, default=2, help="first steps per way; the fastest counts")
     args = parser.parse_args(argv)
+    torch.set_num_threads(1)
     print(f"torch {torch.__version__}, backend {args.backend}, {torch.get_num_threads()} threads; "
           f"first step: fastest of {args.repeat}; steps after it: fastest of {args.steps}")
     header = ["model", *(f"{way} first s" for way in WAYS), "record/plain", "capture/plain", "capture/record",
