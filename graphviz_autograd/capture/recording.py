@@ -219,7 +219,7 @@ class Recorder:
         else:
             why = ("its regions were compiled before record() began, and Dynamo does not compile them again; "
                    "call torch._dynamo.reset() before the recorded call, or make the first compiled call inside record().")
-        warnings.warn(f"graphviz-autograd: {COMPILED_NOTE} {why}", stacklevel=3)
+        warnings.warn(f"graphviz-autograd: {COMPILED_NOTE} {why[:1].upper()}{why[1:]}", stacklevel=3)
 
     # --- the context manager ---
 
@@ -799,7 +799,7 @@ def _in_place(func: Callable) -> bool:
 # shows as CompiledFunctionBackward nodes, which :meth:`Recorder.note_unseen` names.
 _compiling = torch.compiler.is_compiling
 COMPILED_NOTE = (
-    "record() could not look inside this torch.compile'd code: its ops show as one CompiledFunctionBackward node;"
+    "record() could not look inside this torch.compile'd code: its ops show as one CompiledFunctionBackward node."
 )
 
 
