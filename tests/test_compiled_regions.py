@@ -132,6 +132,10 @@ def test_a_graph_break_splits_two_regions_and_names_its_reason_and_line(compiled
     graph, capture = compiled_breaking.graph, compiled_breaking.recorder.compiled
     assert len(capture.regions) == 2
     assert region_modules(graph, 0) == {"first.0", "first.1"} and region_modules(graph, 1) == {"second"}
+    # Each parameter sits in its region's box of its module, beside the ops that use it.
+    homes = {n.label: n.module for n in graph.nodes if n.kind == "parameter"}
+    assert homes == {"first.0.weight": region_name(0) + ".first.0", "first.0.bias": region_name(0) + ".first.0",
+                     "second.weight": region_name(1) + ".second", "second.bias": region_name(1) + ".second"}
     (found,) = capture.distinct_breaks()
     assert "print" in found.reason and found.filename.endswith("compiled_models.py")
     assert found.source == 'print("between the regions")  # a graph break'

@@ -43,7 +43,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import CompiledCaptureError
 from ..graph.autograd_graph import (
-    CUT, DATA, NO_GRAD, OP, PARAMETER, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, Edge, ModuleInfo, Node,
+    ACCUMULATE_GRAD, CUT, DATA, NO_GRAD, OP, PARAMETER, SAVED, SAVED_BY, SAVED_TENSOR_OF, AutogradGraph, Edge, ModuleInfo, Node,
     dtype_itemsize, parameter_nodes,
 )
 from ..graph.descriptions import format_bytes
@@ -557,8 +557,36 @@ def open_regions(graph: AutogradGraph, capture: CompiledCapture) -> AutogradGrap
     # An input slot without gradient whose region gives it none, and the tensors the opaque
     # node's ctx held, have nothing left to meet.
     kept = [node for node in kept if node.kind not in (NO_GRAD, SAVED) or node.id in used]
+    kept = _into_regions(kept, edges, {n.id: n.module for n in added})
     return graph.replace(nodes=tuple(kept + added), edges=tuple(edges + added_edges),
                          modules=tuple(graph.modules) + tuple(modules))
+
+
+def _into_regions(nodes: list[Node], edges: list[Edge], region_module: dict[str, str]) -> list[Node]:
+    """The parameters (and their AccumulateGrad nodes) that only one region reads, moved into
+    that region's box of their module, beside the ops that use them, so that the model's module
+    boxes are not drawn twice: once inside the region, once outside around its parameters."""
+    movable = {node.id: node for node in nodes if node.kind in (PARAMETER, ACCUMULATE_GRAD)}
+    if not movable:
+        return nodes
+    targets: dict[str, list[str]] = {}
+    for edge in edges:
+        if edge.source in movable:
+            targets.setdefault(edge.source, []).append(edge.target)
+    moved: dict[str, str] = {}
+    # AccumulateGrad nodes first (they feed region ops), then the parameters that feed them.
+    for kind in (ACCUMULATE_GRAD, PARAMETER):
+        for node_id, node in movable.items():
+            if node.kind != kind:
+                continue
+            homes = {moved.get(t) or region_module.get(t, "") for t in targets.get(node_id, ())}
+            regions = {home.partition(".")[0] for home in homes}
+            if len(regions) == 1 and "" not in homes:
+                region = regions.pop()
+                moved[node_id] = f"{region}.{node.module}" if node.module else region
+    if not moved:
+        return nodes
+    return [node._replace(module=moved[node.id]) if node.id in moved else node for node in nodes]
 
 
 def region_type(saved: int, activations: int) -> str:
