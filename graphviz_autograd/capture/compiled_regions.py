@@ -38,7 +38,7 @@ import itertools
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from ..errors import CompiledCaptureError
@@ -305,8 +305,9 @@ def read_region(aot_id: int, forward: Any, backward: Any) -> CompiledRegion:
     :class:`CompiledRegion`; nothing of the graphs is kept.
 
     A backward op's module is that of the forward op with its ``seq_nr`` (backward ops carry
-    no ``nn_module_stack`` of their own); a backward op whose name is also a forward op's is
-    one the partitioner chose to recompute (or that a checkpoint tagged ``recompute``).
+    no ``nn_module_stack`` of their own), else that of the first op it reads that has one; a
+    backward op whose name is also a forward op's is one the partitioner chose to recompute
+    (or that a checkpoint tagged ``recompute``).
     """
     module_of_seq: dict[int, str] = {}
     module_of_name: dict[str, str] = {}
@@ -347,7 +348,15 @@ def read_region(aot_id: int, forward: Any, backward: Any) -> CompiledRegion:
         elif node.op == "output":
             returned = node.args[0] if node.args else ()
             outputs = tuple(getattr(item, "name", None) for item in (returned if isinstance(returned, (list, tuple)) else (returned,)))
-    # Every ancestor of a module path gets a type, so that each level of boxes has a name.
+    # An op no forward op stands for (the sum of a tensor's gradients from its several uses)
+    # joins the module of the first op it reads that has one: graph order makes one pass enough.
+    module_of_op: dict[str, str] = {}
+    for at, op in enumerate(ops):
+        if not op.module:
+            found = next((module_of_op[name] for name in op.inputs if module_of_op.get(name)), "")
+            if found:
+                ops[at] = op = replace(op, module=found)
+        module_of_op[op.name] = op.module
     return CompiledRegion(aot_id, tuple(ops), tuple(saved), tuple(tangents), outputs,
                           tuple(sorted(types.items())), len(forward_ops))
 
