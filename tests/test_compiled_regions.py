@@ -141,6 +141,7 @@ def test_a_graph_break_splits_two_regions_and_names_its_reason_and_line(compiled
     assert found.source == 'print("between the regions")  # a graph break'
     (node,) = [n for n in graph.nodes if n.label.startswith(GRAPH_BREAK)]
     assert node.label.endswith(f"compiled_models.py:{found.line}") and dict(node.attrs)["reason"] == found.reason
+    assert dict(node.attrs)["where"] == f"compiled_models.py:{found.line}: {found.source}"  # no path of this machine
     # The break is the border, drawn as the forward ran: from region 0's last ops into region 1's first.
     module_of = {n.id: n.module for n in graph.nodes}
     assert {module_of[e.source].split(".")[0] for e in graph.edges if e.target == node.id} == {region_name(0)}

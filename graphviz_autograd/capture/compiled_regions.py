@@ -630,8 +630,14 @@ def _break_node(node_id: str, capture: CompiledCapture, before: int) -> Node:
     found = next((item for item in capture.graph_breaks if item.before_region == before), None)
     if found is None:
         return Node(node_id, OP, GRAPH_BREAK)
-    attrs = (("reason", found.reason),) + ((("where", found.where),) if found.where else ())
+    # The file by its name alone: a drawing holds no paths of the machine it was made on.
+    where = f"{_file_name(found.filename)}:{found.line}" + (f": {found.source}" if found.source else "")
+    attrs = (("reason", found.reason),) + ((("where", where),) if found.filename else ())
     return Node(node_id, OP, break_label(found), attrs=attrs)
+
+
+def _file_name(path: str) -> str:
+    return path.replace("\\", "/").rpartition("/")[2]
 
 
 def break_label(item: GraphBreak) -> str:
@@ -641,7 +647,7 @@ def break_label(item: GraphBreak) -> str:
     'graph break: Failed to trace builtin operator at model.py:12'
     """
     kind = item.kind or item.reason.partition(":")[0]
-    place = f" at {item.filename.replace(chr(92), '/').rpartition('/')[2]}:{item.line}" if item.filename else ""
+    place = f" at {_file_name(item.filename)}:{item.line}" if item.filename else ""
     return f"{GRAPH_BREAK}: {kind}{place}"
 
 
