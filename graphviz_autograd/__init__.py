@@ -34,6 +34,7 @@ _HOMES = {
     "StepProfile": "checks.profiling",
     "check": "checks.diagnosis",
     "collapse": "views.collapsing",
+    "compare_saved": "views.compiled_saving",
     "diff": "views.diffing",
     "explore": "explorer.pages",
     "find_nonfinite": "checks.nonfinite_origin",
@@ -71,6 +72,7 @@ __all__ = [
     "StepProfile",
     "check",
     "collapse",
+    "compare_saved",
     "diff",
     "explore",
     "find_nonfinite",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from .api import make_dot as make_dot
     from .api import render as render
     from .views.collapsing import collapse as collapse
+    from .views.compiled_saving import compare_saved as compare_saved
     from .views.diffing import diff as diff
     from .checks.diagnosis import Finding as Finding
     from .checks.diagnosis import Findings as Findings

@@ -76,6 +76,11 @@ class MissingExtraError(GraphvizAutogradError, ImportError):
     """An optional library is needed (TensorBoard, Lightning, transformers) and is not installed."""
 
 
+class CompiledCaptureError(GraphvizAutogradError, RuntimeError):
+    """What a torch.compile'd region holds could not be read: this torch lacks an internal that
+    capture needs, or the region was compiled before ``record()`` began."""
+
+
 def check_choice(name: str, value: object, choices: Collection[Any], shown: Optional[str] = None) -> None:
     """An OptionError unless ``value`` is one of ``choices``, in one sentence naming ``name``
     and the choices (``shown`` writes them, when they read better otherwise).

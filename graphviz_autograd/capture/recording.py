@@ -53,14 +53,17 @@ from ..graph.autograd_graph import (
     INTEGER,
     INTEGER_RESULT,
     NO_GRAD_MODE,
+    OP,
     PORT_ATTR,
     PORT_IN,
     PORT_OUT,
     REQUIRES_GRAD_FALSE,
+    AutogradGraph,
     ModuleInfo,
     module_of_call,
 )
 from ..graph.descriptions import shape_text
+from . import compiled_regions
 from .attribute_names import unregistered_tensors
 from .naming import layout_name, named_tensors, number_text
 from .nonfinite_values import LIBRARY_DIRS, ForwardValues, call_name, short_path, user_frame
@@ -165,6 +168,8 @@ class Recorder:
         # While recording: the model's modules by path, and the floats each keeps by one name.
         self._module_objects: dict[str, torch.nn.Module] = {}
         self._number_names: dict[str, dict[float, str]] = {}
+        # What torch.compile'd regions the recorded call compiled: their backward graphs and graph breaks.
+        self.compiled = compiled_regions.CompiledCapture()
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -199,10 +204,22 @@ class Recorder:
         none of the model's parameters or inputs ('' when unseen or at the top level)."""
         return self._stray_leaves.get(tensor, "")
 
-    def note_unseen(self, op_labels: Any) -> None:
-        """Say once, as a warning, when a walked graph holds compiled code this recorder could not see."""
-        if any(label.startswith("CompiledFunction") for label in op_labels):
-            warnings.warn(f"graphviz-autograd: {COMPILED_NOTE}", stacklevel=3)
+    def note_unseen(self, graph: AutogradGraph) -> None:
+        """Say once, as a warning, when a walked graph holds compiled code this recorder could not see
+        (a ``CompiledFunctionBackward`` node :func:`~graphviz_autograd.capture.compiled_regions.open_regions`
+        could not open), and why."""
+        if not any(node.kind == OP and node.label.startswith("CompiledFunction") for node in graph.nodes):
+            return
+        compiled = self.compiled
+        if compiled.missing:
+            why = compiled.missing
+        elif not compiled.watching:
+            why = ("torch.compile had not been used in this process when record() began; "
+                   "compile the model (torch.compile) before recording its first call.")
+        else:
+            why = ("its regions were compiled before record() began, and Dynamo does not compile them again; "
+                   "call torch._dynamo.reset() before the recorded call, or make the first compiled call inside record().")
+        warnings.warn(f"graphviz-autograd: {COMPILED_NOTE} {why[:1].upper()}{why[1:]}", stacklevel=3)
 
     # --- the context manager ---
 
@@ -231,6 +248,7 @@ class Recorder:
         self._mode = _RecordingMode(self)
         try:
             self._mode.__enter__()
+            compiled_regions.start(self.compiled)
         except BaseException:
             self._remove_hooks()
             self._mode = None
@@ -244,6 +262,7 @@ class Recorder:
             if mode is not None:
                 mode.__exit__(*exc_info)
         finally:
+            compiled_regions.stop(self.compiled)
             self._failing = None
             self._last_result = None
             self._remove_hooks()
@@ -780,8 +799,7 @@ def _in_place(func: Callable) -> bool:
 # shows as CompiledFunctionBackward nodes, which :meth:`Recorder.note_unseen` names.
 _compiling = torch.compiler.is_compiling
 COMPILED_NOTE = (
-    "record() does not look inside torch.compile'd code: its ops show as CompiledFunctionBackward, "
-    "with no module and no reason for a cut gradient; record the model uncompiled to see them."
+    "record() could not look inside this torch.compile'd code: its ops show as one CompiledFunctionBackward node."
 )
 
 

@@ -34,6 +34,7 @@ from ..graph.autograd_graph import (
     SAVED_BY, SAVED_TENSOR_OF,
 )
 from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
+from .compiled_regions import COMPILED_REGION_ATTR, open_regions
 from .recording import ForwardFailure
 
 if TYPE_CHECKING:
@@ -135,7 +136,9 @@ def walk(
         graph = graph.with_sequence_numbers(_sequence_numbers(walker.fn_index))
     deep_graphs.hold(walker.fn_index)
     if recorder is not None:
-        recorder.note_unseen({n.label for n in graph.nodes if n.kind == OP})
+        if recorder.compiled.regions:
+            graph = open_regions(graph, recorder.compiled)
+        recorder.note_unseen(graph)
     return graph
 
 
@@ -470,6 +473,9 @@ class _Walker:
             ports = metadata.get(self.recorder.ports_key)
             if ports:  # the module calls its tensor entered or left, by argument or output name
                 attrs += tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(ports.items()))
+            aot_id = getattr(getattr(fn, "_forward_cls", None), "_aot_id", None)
+            if isinstance(aot_id, int) and label.startswith("CompiledFunction"):  # which region it runs: see open_regions
+                attrs += ((COMPILED_REGION_ATTR, str(aot_id)),)
         if attrs:
             content = (OP, label, None, None, None, attrs, "", module)
         else:

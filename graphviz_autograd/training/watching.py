@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 import torch
 
 from ..capture.naming import named_tensors
-from ..capture.recording import COMPILED_NOTE, ModuleCalls, Recorder, record
+from ..capture.recording import ModuleCalls, Recorder, record
 from ..capture.walking import walk
 from ..checks.diagnosis import ERROR, INFO, NONFINITE_SEEN, UNWATCHED_MODULE, WARNING, Finding, peer_roles, rounding_decades
 from ..checks.rules import (
@@ -595,7 +595,7 @@ class Watcher:
             warnings.warn(
                 "graphviz-autograd: watch() does not see inside torch.compile'd code: no statistics of the "
                 "modules it runs, only of the parameters (and of the compiled model's output); watch the model "
-                f"uncompiled to see them. ({COMPILED_NOTE})",
+                "uncompiled to see them.",
                 stacklevel=4,
             )
 
