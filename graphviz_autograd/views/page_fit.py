@@ -31,9 +31,9 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import longest_path_ranks
+from .stacking import ROWS_UP_TO, longest_path_ranks, row_edges
 from ..graph.style import GRAPH_ATTRS
-from .shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
@@ -270,6 +270,7 @@ def as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
     inputs without gradient and saved tensors left out unless shown."""
     if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
+    graph = merge_alike_inputs(graph, DEFAULT_MAX_USES)
     return shown_graph(graph, options.show_no_grad, options.show_saved)
 
 
@@ -364,14 +365,13 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
     """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
     one count of ranks and boxes: :func:`fit_to_page` asks for both."""
     nodes = graph.nodes
-    pairs = _without_cycles(len(nodes), flow_pairs(graph))
-    rank = longest_path_ranks(len(nodes), pairs)
-    count = max(rank, default=-1) + 1
     across = direction in ("LR", "RL")
-    length = [0.0] * count  # the longest box of each rank, across the ranks
-    breadth = [0.0] * count  # the boxes of each rank side by side
     gap = NODESEP * 72
     sizes = [node_size(node) for node in nodes]
+    pairs, rank = _ranked_with_rows(len(nodes), _without_cycles(len(nodes), flow_pairs(graph)), sizes, across)
+    count = max(rank, default=-1) + 1
+    length = [0.0] * count  # the longest box of each rank, across the ranks
+    breadth = [0.0] * count  # the boxes of each rank side by side
     for i, (width, height) in enumerate(sizes):
         long, broad = (width, height) if across else (height, width)
         length[rank[i]] = max(length[rank[i]], long)
@@ -386,6 +386,37 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
         along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
         sizes.append((along, broad) if across else (broad, along))
     return sizes[0], sizes[1]
+
+
+def _ranked_with_rows(
+    count: int, pairs: List[Tuple[int, int]], sizes: List[Tuple[float, float]], across: bool
+) -> Tuple[List[Tuple[int, int]], List[int]]:
+    """``pairs`` with the edges that lay a long row of sources as a row of rows (see
+    :func:`~graphviz_autograd.views.stacking.row_edges`), and the ranks of all of them."""
+    rank = longest_path_ranks(count, pairs)
+    if count > ROWS_UP_TO:
+        return pairs, rank
+    fed = [False] * count
+    for _, lower in pairs:
+        fed[lower] = True
+    gap = NODESEP * 72
+    breadths = [(height if across else width) + gap for width, height in sizes]
+    extra = row_edges(rank, fed, breadths)
+    if not extra:
+        return pairs, rank
+    pairs = pairs + extra
+    return pairs, longest_path_ranks(count, pairs)
+
+
+def row_of_rows(graph: AutogradGraph, direction: str = "TB") -> List[Tuple[int, int]]:
+    """The invisible ``(upper, lower)`` edges, by node index, that a drawing of ``graph`` (as
+    drawn) adds to lay each long row of sources as a row of rows; the estimate counts them."""
+    nodes = graph.nodes
+    if len(nodes) > ROWS_UP_TO:
+        return []
+    pairs = _without_cycles(len(nodes), flow_pairs(graph))
+    with_rows, _ = _ranked_with_rows(len(nodes), pairs, [node_size(n) for n in nodes], direction in ("LR", "RL"))
+    return with_rows[len(pairs):]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:
