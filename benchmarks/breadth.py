@@ -34,7 +34,6 @@ import contextlib
 import inspect
 import io
 import json
-import math
 import os
 import random
 import re
