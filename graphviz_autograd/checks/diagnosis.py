@@ -302,8 +302,8 @@ def examine_graph(
     # stranded by no cut: only one that ran, or that a cut names (weight.data), can be.
     stranded = [f.subject.rpartition(".")[0] for f in unused if _may_be_cut_off(f.subject, known.called, index)] \
         if known.parameters else None
-    findings += _cut_findings(index, stranded)
-    findings += _escape_findings(known, stranded)
+    findings += _cut_findings(index, stranded, bool(unused))
+    findings += _escape_findings(known, stranded, bool(unused))
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -652,7 +652,7 @@ def _nested(a: str, b: str) -> bool:
     return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) -> list[Finding]:
+def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None, any_unused: bool = False) -> list[Finding]:
     """One finding per distinct cut (reason, label, module), pointing at all its nodes.
 
     A cut that would stop gradients is info rather than a warning when it strands no
@@ -675,7 +675,7 @@ def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) 
                 cut = f"{text}: {cut}"
             fix = KEEP_GRADIENT.get(reason, "remove it")
             if harmless:
-                still = ("every parameter still gets a gradient along another path" if not stranded
+                still = ("every parameter still gets a gradient along another path" if not (stranded or any_unused)
                          else "the parameters without a gradient are in other modules")
                 message = (
                     f"{cut} ({where}), but {still}: fine for a target, a mask or a stop-gradient; "
@@ -698,7 +698,7 @@ def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) 
     return findings
 
 
-def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) -> list[Finding]:
+def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]], any_unused: bool = False) -> list[Finding]:
     """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
     groups: dict[tuple[str, str, str], int] = {}
     for escape in known.escapes:
@@ -712,7 +712,7 @@ def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) ->
         if harmless:
             message = (
                 f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
-                f"{'every parameter still gets one along another path' if not stranded else 'the parameters without one are in other modules'}, "
+                f"{'every parameter still gets one along another path' if not (stranded or any_unused) else 'the parameters without one are in other modules'}, "
                 "so fine if intended."
             )
         else:
