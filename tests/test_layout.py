@@ -383,8 +383,9 @@ def test_a_folded_drawing_makes_a_pdf_page_within_the_limit(tmp_path):
 def test_a_fixed_layout_png_is_scaled_down_to_a_bitmap_memory_can_hold(tmp_path):
     # One op with 600 inputs: a rank some 560 inches broad, a bitmap of 54,000 pixels
     # by 70 at Graphviz's 96 dpi. It is scaled to 120 inches (11,520 pixels) a side.
+    # (Each input told apart: 600 alike ones would be drawn as one, with their count.)
     nodes = [Node("n0", OUTPUT, "y", shape=(1,)), Node("n1", OP, "CatBackward0")]
-    nodes += [Node(f"n{k}", NO_GRAD) for k in range(2, 602)]
+    nodes += [Node(f"n{k}", NO_GRAD, f"mask {k}") for k in range(2, 602)]
     edges = [Edge("n1", "n0")] + [Edge(f"n{k}", "n1", CUT) for k in range(2, 602)]
     path = render(AutogradGraph(tuple(nodes), tuple(edges)), tmp_path / "wide.png", layout="fixed")
     header = path.read_bytes()[:24]

@@ -182,6 +182,12 @@ class Recorder:
 
     # --- what the walk asks ---
 
+    @property
+    def called_modules(self) -> frozenset[str]:
+        """The modules whose forward ran while recording (their names in the model), under
+        ``no_grad()`` too; empty when recording without a model."""
+        return frozenset(self._calls.called)
+
     def notes(self, grad_fn: Any) -> Optional[tuple[str, tuple[Optional[Reason], ...]]]:
         """(module, reason per no-grad slot) noted on ``grad_fn``, or None if this recorder never saw it."""
         return grad_fn.metadata.get(self.key)
@@ -657,6 +663,7 @@ class ModuleCalls:
         self.counts: dict[tuple[str, str], int] = {}
         # The path of each later call -> (module path, its place for sorting).
         self.later_calls: dict[str, tuple[str, tuple]] = {}
+        self.called: set[str] = set()  # the modules whose forward ran (by name), in any call
 
     @property
     def current(self) -> str:
@@ -667,6 +674,7 @@ class ModuleCalls:
         """Module ``name`` starts a call: the path of that call, now the innermost."""
         path = self.call_path(name)
         self.stack.append((name, path))
+        self.called.add(name)
         return path
 
     def leave(self, name: str) -> None:

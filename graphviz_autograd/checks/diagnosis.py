@@ -216,6 +216,8 @@ def check(
         known.frozen_in_forward = dict(recorder.frozen_in_forward)
         known.escapes = list(recorder.escapes)
         known.frozen_used = set(recorder.frozen_used)
+        if recorder.model is not None:
+            known.called = recorder.called_modules
     if outputs is None:
         if backward:
             raise OptionError("check(backward=True) needs outputs to run backward from; pass the loss.")
@@ -230,6 +232,8 @@ def check(
         return _found(Findings(_by_severity(findings)), fail_on)
 
     graph = _as_graph(outputs, known, recorder, collect_saved)
+    if not isinstance(outputs, AutogradGraph):
+        known.zero_leaf_shapes = _zero_leaf_shapes(outputs, known)
     if backward:
         grads: Optional[dict[int, Optional[torch.Tensor]]] = _compute_grads(outputs, known)
     elif any(t.grad is not None for t in known.trainable()):
@@ -294,9 +298,12 @@ def examine_graph(
     # learning (a target, a stop-gradient on purpose): worth knowing, not a warning. Nor
     # is a cut in one module while the unused parameters are in modules beside it (an
     # unused pooler beside a straight-through estimator): what it stops is not theirs.
-    stranded = [f.subject.rpartition(".")[0] for f in unused] if known.parameters else None
-    findings += _cut_findings(index, stranded)
-    findings += _escape_findings(known, stranded)
+    # And a parameter of a module whose forward never ran (a vision tower given no image) was
+    # stranded by no cut: only one that ran, or that a cut names (weight.data), can be.
+    stranded = [f.subject.rpartition(".")[0] for f in unused if _may_be_cut_off(f.subject, known.called, index)] \
+        if known.parameters else None
+    findings += _cut_findings(index, stranded, bool(unused))
+    findings += _escape_findings(known, stranded, bool(unused))
     if grads is not None:
         findings += _gradient_findings(known, grads, index, outlier_decades)
     findings += _memory_findings(index, top_memory)
@@ -350,6 +357,10 @@ class _KnownTensors:
         self.stray = self._stray_tensors() if model is not None else {}
         # What a recorded forward pass saw beyond the graph (set by check()).
         self.frozen_in_forward: dict[str, str] = {}
+        # The modules whose forward ran, from a recorder (None: not known).
+        self.called: Optional[frozenset[str]] = None
+        # Shapes of the leaves outside the model that hold only zeros (a decoder's zero start made in forward).
+        self.zero_leaf_shapes: set[tuple[int, ...]] = set()
         self.escapes: list[tuple[str, str, str]] = []
         self.frozen_used: set[str] = set()
 
@@ -403,6 +414,30 @@ def _as_graph(outputs: Any, known: _KnownTensors, recorder: Optional[Recorder], 
         return outputs
     names = known.walk_names() if (known.names_leaves or known.inputs) else None
     return walk(outputs, names, collect_saved=collect_saved, recorder=recorder)
+
+
+def _zero_leaf_shapes(outputs: Any, known: _KnownTensors) -> set[tuple[int, ...]]:
+    """The shapes of the leaves that require grad, are no known tensor and hold only zeros
+    (a shape also held by a leaf that is not all zero is left out): made in forward as a
+    start of zeros (MaskFormer's decoder input), such a leaf is no weight lost."""
+    known_ids = {id(t) for t in known.tensors.values()}
+    zero: set[tuple[int, ...]] = set()
+    other: set[tuple[int, ...]] = set()
+    stack = [t.grad_fn for _, t in named_tensors(outputs) if t.grad_fn is not None]
+    seen: set[int] = set()
+    while stack:
+        function = stack.pop()
+        if function is None or id(function) in seen:
+            continue
+        seen.add(id(function))
+        variable = getattr(function, "variable", None)
+        if isinstance(variable, torch.Tensor) and id(variable) not in known_ids:
+            shape = tuple(variable.shape)
+            with torch.no_grad():
+                is_zero = variable.numel() > 0 and not variable.is_meta and not bool(variable.detach().any())
+            (zero if is_zero else other).add(shape)
+        stack.extend(next_function for next_function, _ in getattr(function, "next_functions", ()))
+    return zero - other
 
 
 def _read_grads(known: _KnownTensors) -> dict[int, Optional[torch.Tensor]]:
@@ -511,13 +546,20 @@ def _unregistered_findings(index: _GraphIndex, known: _KnownTensors) -> list[Fin
         else:
             continue
         acc = index.accumulator.get(node.id)
-        if node.kind == LEAF and node.module:
+        severity = ERROR
+        if node.kind == LEAF and node.shape is not None and tuple(node.shape) in known.zero_leaf_shapes:
+            # Zeros made in forward with requires_grad (a decoder's start, a trick for checkpointing):
+            # no weight is lost; what it stands in for, if anything, the gradient rules name.
+            severity = WARNING
+            fix = (f"it holds only zeros (made in the forward of {node.module or 'the model'}?): a start of zeros needs no "
+                   "requires_grad, and if it stands in for a computation the layers before it get no gradient")
+        elif node.kind == LEAF and node.module:
             fix = f"make it an nn.Parameter of {node.module} in its __init__ (one made in forward is new on every call)"
         else:
             fix = _registration_fix(node.label if node.kind == PARAMETER else "")
         findings.append(
             Finding(
-                ERROR,
+                severity,
                 UNREGISTERED_LEAF,
                 f"{what} requires grad and feeds the graph but is not a parameter of the model, so the "
                 f"optimizer built from model.parameters() never sees it and it never changes: {fix}.",
@@ -585,6 +627,17 @@ def _frozen_findings(known: _KnownTensors, index: Optional[_GraphIndex]) -> list
     return findings
 
 
+def _may_be_cut_off(name: str, called: Optional[frozenset[str]], index: "_GraphIndex") -> bool:
+    """Whether parameter ``name``, unused, may have been stranded by a cut: its module (or one
+    inside it) ran, or a cut in the graph names it; always when what ran is not known."""
+    if called is None:
+        return True
+    module = name.rpartition(".")[0]
+    if not module or module in called or any(path.startswith(module + ".") for path in called):
+        return True
+    return any(node.kind == NO_GRAD and node.label.startswith(name) for node in index.graph.nodes)
+
+
 def _harmless(module: str, stranded: Optional[Sequence[str]]) -> bool:
     """Whether a cut in ``module`` keeps no parameter from learning: ``stranded`` are the
     modules of the parameters without a path to the outputs (None: parameters unknown). A
@@ -599,7 +652,7 @@ def _nested(a: str, b: str) -> bool:
     return not a or not b or a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) -> list[Finding]:
+def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None, any_unused: bool = False) -> list[Finding]:
     """One finding per distinct cut (reason, label, module), pointing at all its nodes.
 
     A cut that would stop gradients is info rather than a warning when it strands no
@@ -622,7 +675,7 @@ def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) 
                 cut = f"{text}: {cut}"
             fix = KEEP_GRADIENT.get(reason, "remove it")
             if harmless:
-                still = ("every parameter still gets a gradient along another path" if not stranded
+                still = ("every parameter still gets a gradient along another path" if not (stranded or any_unused)
                          else "the parameters without a gradient are in other modules")
                 message = (
                     f"{cut} ({where}), but {still}: fine for a target, a mask or a stop-gradient; "
@@ -645,7 +698,7 @@ def _cut_findings(index: _GraphIndex, stranded: Optional[Sequence[str]] = None) 
     return findings
 
 
-def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) -> list[Finding]:
+def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]], any_unused: bool = False) -> list[Finding]:
     """Tensors that require grad turned into Python numbers during the recorded forward (``.item()``)."""
     groups: dict[tuple[str, str, str], int] = {}
     for escape in known.escapes:
@@ -659,7 +712,7 @@ def _escape_findings(known: _KnownTensors, stranded: Optional[Sequence[str]]) ->
         if harmless:
             message = (
                 f"{what} ({where}){times} turns a tensor into Python or NumPy values, which carry no gradient; "
-                f"{'every parameter still gets one along another path' if not stranded else 'the parameters without one are in other modules'}, "
+                f"{'every parameter still gets one along another path' if not (stranded or any_unused) else 'the parameters without one are in other modules'}, "
                 "so fine if intended."
             )
         else:

@@ -423,7 +423,9 @@ class Folding:
         if not graph.modules:
             return graph, {}
         stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
-        block_of: dict[str, tuple[str, int]] = {}  # node id in a folded run -> (first block's path, block index)
+        # node id in a folded run -> (first block's path, block index), one per run it is in: a run
+        # can sit inside the first block of another (a decoder layer's self- and cross-attention).
+        block_of: dict[str, list[tuple[str, int]]] = {}
         titles: dict[str, str] = {}
         pending = [""]
         while pending:
@@ -438,16 +440,22 @@ class Folding:
                 first = run[0]
                 for index, (path, match) in enumerate(zip(run, matches)):
                     for node in under[path]:
-                        block_of[node.id] = (first, index)
+                        block_of.setdefault(node.id, []).append((first, index))
                     if index:
                         stand_in.update(match)
                 titles[first] = f"{tree.info[first].type_name} ×{len(run)}: {_short(first, parent)}{ELLIPSIS}{_short(run[-1], parent)}"
                 pending.append(first)
+        # A node of an outer run's later block stands in for its match in the first block,
+        # which a run inside that block may itself drop: follow to the node that stays.
+        for node_id, twin in stand_in.items():
+            while twin in stand_in:
+                twin = stand_in[twin]
+            stand_in[node_id] = twin
         return _folded(graph, stand_in, block_of, titles), stand_in
 
 
 def _folded(
-    graph: AutogradGraph, stand_in: dict[str, str], block_of: dict[str, tuple[str, int]], titles: dict[str, str]
+    graph: AutogradGraph, stand_in: dict[str, str], block_of: dict[str, list[tuple[str, int]]], titles: dict[str, str]
 ) -> AutogradGraph:
     """``graph`` with the nodes of ``stand_in`` replaced by their stand-ins in the first blocks."""
     if not stand_in:
@@ -467,16 +475,26 @@ def _folded(
         source, target = edge[0], edge[1]
         if source in gone and source not in stand_in:
             continue
-        in_source, in_target = block_of.get(source), block_of.get(target)
-        if in_source is not None and in_target is not None and in_source[0] == in_target[0]:
-            if in_source[1] != in_target[1] or in_source[1] > 0:
-                continue  # between blocks of the run, or inside a block that goes
+        if _within_a_run(block_of.get(source), block_of.get(target)):
+            continue  # between blocks of a run, or inside a block that goes
         new = edge._replace(source=stand_in.get(source, source), target=stand_in.get(target, target))
         key = (new[0], new[1], new[2])
         if key not in edges:
             edges[key] = new
     modules = tuple(m._replace(type_name=titles[m.path]) if m.path in titles else m for m in graph.modules)
     return AutogradGraph(nodes, tuple(edges.values()), graph.params_given, modules)
+
+
+def _within_a_run(source: Optional[list[tuple[str, int]]], target: Optional[list[tuple[str, int]]]) -> bool:
+    """Whether an edge from a node in the runs ``source`` (first block, index) to one in
+    ``target`` goes: it joins two blocks of one run, or lies inside a block that goes."""
+    if not source or not target:
+        return False
+    for first, index in source:
+        for other_first, other_index in target:
+            if first == other_first and (index != other_index or index > 0):
+                return True
+    return False
 
 
 def node_targets(edges: Sequence[Edge]) -> dict[str, set]:

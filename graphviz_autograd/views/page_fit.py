@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .collapsing import Folding, collapse_with_ids
 from ..graph.descriptions import module_label_lines, shape_text
@@ -31,9 +31,9 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import longest_path_ranks
+from .stacking import ROWS_UP_TO, longest_path_ranks, row_edges
 from ..graph.style import GRAPH_ATTRS
-from .shown import DEFAULT_MAX_USES, shown_graph, split_shared_leaves
+from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
 # Seconds per iteration of dot's network simplex, per node of the graph it works on,
 # and for ordering and routing, per unit of crowding (see estimate_layout_seconds).
@@ -147,6 +147,10 @@ NODE_PADDING = 16.0
 # A page: the picture's long side at most this many points (4,000 px at 96 dpi, the
 # default of Graphviz's PNG), and at most this many boxes on it.
 PAGE_LONG_SIDE = 3000.0
+# How much longer than its estimate a picture may come out: over every model type of
+# transformers (benchmarks/breadth.py), the long side of those estimated near a page came
+# out up to a fifth longer, so a picture fits when its estimate is a fifth shorter than a page.
+ESTIMATE_SLACK = 1.2
 PAGE_NODES = 200
 # Graphviz's gap between ranks (inches): its default, and the closer one a graph too
 # tall for a page at the default is drawn with (``View.compact``). Much closer
@@ -160,6 +164,9 @@ NODESEP = 0.25
 # over (Llama) and, with many boxes side by side, 20 to 30 % under (T5 at depth 6).
 BOX_EDGE = 16.0
 MARGIN = 25.0
+# Points between a module box's border and what is in it, on each side (its margin, and the
+# space Graphviz keeps around a cluster).
+CLUSTER_MARGIN = 8.0
 
 
 
@@ -270,6 +277,7 @@ def as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
     inputs without gradient and saved tensors left out unless shown."""
     if options.split_shared:
         graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
+    graph = merge_alike_inputs(graph, DEFAULT_MAX_USES)
     return shown_graph(graph, options.show_no_grad, options.show_saved)
 
 
@@ -282,7 +290,7 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
         return None
     sizes = _picture_sizes(drawn, options.direction, options.clusters)
     for compact in (False, True):
-        if max(sizes[compact]) <= PAGE_LONG_SIDE:
+        if max(sizes[compact]) * ESTIMATE_SLACK <= PAGE_LONG_SIDE:
             return compact
     return None
 
@@ -364,14 +372,13 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
     """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
     one count of ranks and boxes: :func:`fit_to_page` asks for both."""
     nodes = graph.nodes
-    pairs = _without_cycles(len(nodes), flow_pairs(graph))
-    rank = longest_path_ranks(len(nodes), pairs)
-    count = max(rank, default=-1) + 1
     across = direction in ("LR", "RL")
-    length = [0.0] * count  # the longest box of each rank, across the ranks
-    breadth = [0.0] * count  # the boxes of each rank side by side
     gap = NODESEP * 72
     sizes = [node_size(node) for node in nodes]
+    pairs, rank = _ranked_with_rows(len(nodes), _without_cycles(len(nodes), flow_pairs(graph)), sizes, across)
+    count = max(rank, default=-1) + 1
+    length = [0.0] * count  # the longest box of each rank, across the ranks
+    breadth = [0.0] * count  # the boxes of each rank side by side
     for i, (width, height) in enumerate(sizes):
         long, broad = (width, height) if across else (height, width)
         length[rank[i]] = max(length[rank[i]], long)
@@ -379,13 +386,88 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
     for upper, lower in pairs:
         for r in range(rank[lower] + 1, rank[upper]):
             breadth[r] += gap
-    edges = _box_edges(nodes, rank, count, ModuleTree(graph.modules) if clusters and graph.modules else None)
-    broad = max(breadth, default=0.0) + MARGIN
+    tree = ModuleTree(graph.modules) if clusters and graph.modules else None
+    edges = _box_edges(nodes, rank, count, tree)
+    broad = max(breadth, default=0.0)
+    if tree is not None and len(nodes) <= ROWS_UP_TO:
+        fed = [False] * len(nodes)
+        for _, lower in pairs:
+            fed[lower] = True
+        broad = max(broad, _boxes_breadth(nodes, rank, [s[1] if across else s[0] for s in sizes], fed, tree))
+    broad += MARGIN
     sizes = []
     for ranksep in (RANKSEP * 72, COMPACT_RANKSEP * 72):
         along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
         sizes.append((along, broad) if across else (broad, along))
     return sizes[0], sizes[1]
+
+
+def _boxes_breadth(
+    nodes: Tuple[Node, ...], rank: List[int], broad: List[float], fed: List[bool], tree: ModuleTree
+) -> float:
+    """The breadth of a clustered drawing: ``dot`` sets each module box as one block, as broad
+    as its widest rank (its own boxes and the boxes of the modules in it that reach that rank),
+    beside the other boxes of its rank, never overlapping them. Worked out from the innermost
+    box outward, each box a map of rank -> breadth taken there."""
+    gap = NODESEP * 72
+    taken: Dict[str, Dict[int, float]] = {}
+    # A box spans the ranks of the nodes in it that have an input: its parameters and inputs
+    # sit above its first op, and stacking_edges keep them from reaching beside the box before.
+    own: Dict[str, List[int]] = {}
+    for i, (node, r) in enumerate(zip(nodes, rank)):
+        if fed[i]:
+            for path in tree.chain(tree.listed(node.module)):
+                own.setdefault(path, []).append(r)
+    for i, (node, r, b) in enumerate(zip(nodes, rank, broad)):
+        path = tree.listed(node.module)
+        if not fed[i] and own.get(path):
+            r = min(r, max(own[path]) + 1)
+        row = taken.setdefault(path, {})
+        row[r] = row.get(r, 0.0) + b + gap
+    paths = sorted({p for path in taken for p in [*tree.chain(path), ""]}, key=lambda p: (-(p.count(".") + 1) if p else 0))
+    for path in paths:
+        row = taken.get(path, {})
+        if not row:
+            continue
+        low, high = (min(own[path]), max(own[path])) if own.get(path) else (min(row), max(row))
+        width = max(row.values()) + (2 * CLUSTER_MARGIN if path else 0.0)
+        if not path:
+            return width
+        outer = taken.setdefault(tree.parent(path), {})
+        for r in range(low, high + 1):
+            outer[r] = outer.get(r, 0.0) + width + gap
+    return max(taken.get("", {0: 0.0}).values(), default=0.0)
+
+
+def _ranked_with_rows(
+    count: int, pairs: List[Tuple[int, int]], sizes: List[Tuple[float, float]], across: bool
+) -> Tuple[List[Tuple[int, int]], List[int]]:
+    """``pairs`` with the edges that lay a long row of sources as a row of rows (see
+    :func:`~graphviz_autograd.views.stacking.row_edges`), and the ranks of all of them."""
+    rank = longest_path_ranks(count, pairs)
+    if count > ROWS_UP_TO:
+        return pairs, rank
+    fed = [False] * count
+    for _, lower in pairs:
+        fed[lower] = True
+    gap = NODESEP * 72
+    breadths = [(height if across else width) + gap for width, height in sizes]
+    extra = row_edges(rank, fed, breadths)
+    if not extra:
+        return pairs, rank
+    pairs = pairs + extra
+    return pairs, longest_path_ranks(count, pairs)
+
+
+def row_of_rows(graph: AutogradGraph, direction: str = "TB") -> List[Tuple[int, int]]:
+    """The invisible ``(upper, lower)`` edges, by node index, that a drawing of ``graph`` (as
+    drawn) adds to lay each long row of sources as a row of rows; the estimate counts them."""
+    nodes = graph.nodes
+    if len(nodes) > ROWS_UP_TO:
+        return []
+    pairs = _without_cycles(len(nodes), flow_pairs(graph))
+    with_rows, _ = _ranked_with_rows(len(nodes), pairs, [node_size(n) for n in nodes], direction in ("LR", "RL"))
+    return with_rows[len(pairs):]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:

@@ -18,7 +18,8 @@ from operator import itemgetter
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import OptionError
-from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns, module_of_call
+from ..graph.autograd_graph import ACCUMULATE_GRAD, LEAF, NO_GRAD, PARAMETER, SAVED, AutogradGraph, Columns, Node, module_of_call
+from ..graph.descriptions import NO_GRAD_LABEL
 
 # A parameter used more often than this is drawn once per use. One weight feeding
 # every step of an unrolled loop makes edges that reach down across many ranks, which
@@ -159,6 +160,43 @@ _kept_use_contents = functools.lru_cache(maxsize=256)(_use_contents)
 
 def _use_label(label: str, use: int, uses: int) -> str:
     return f"{label}\n(use {use} of {uses})"
+
+
+def merge_alike_inputs(graph: AutogradGraph, at_least: int = DEFAULT_MAX_USES) -> AutogradGraph:
+    """``graph`` with each set of more than ``at_least`` alike inputs without gradient that
+    feed one node and nothing else drawn as one, titled with the count ("int64 from
+    argmax() ×500"): a decoding loop of 500 steps that reads its own ``argmax`` drew 500
+    such inputs in one row, 60,000 points wide. Alike: the same label, note and module.
+
+    >>> from graphviz_autograd.graph.autograd_graph import Edge, Node
+    >>> nodes = (Node("n0", "op", "CatBackward0"), *(Node(f"n{i}", NO_GRAD, "mask") for i in range(1, 11)))
+    >>> merged = merge_alike_inputs(AutogradGraph(nodes, tuple(Edge(f"n{i}", "n0") for i in range(1, 11))))
+    >>> [n.label for n in merged.nodes], len(merged.edges)
+    (['CatBackward0', 'mask ×10'], 1)
+    """
+    if not any(n.kind == NO_GRAD for n in graph.nodes):
+        return graph
+    fed = {e.target for e in graph.edges}
+    reads: Dict[str, set] = {}
+    for edge in graph.edges:
+        reads.setdefault(edge.source, set()).add(edge.target)
+    groups: Dict[tuple, List[Node]] = {}
+    for node in graph.nodes:
+        targets = reads.get(node.id, ())
+        if node.kind == NO_GRAD and node.id not in fed and len(targets) == 1:
+            groups.setdefault((next(iter(targets)), node.label, node.note, node.module), []).append(node)
+    gone: set = set()
+    renamed: Dict[str, Node] = {}
+    for members in groups.values():
+        if len(members) > at_least:
+            first = members[0]
+            renamed[first.id] = first._replace(label=f"{first.label or NO_GRAD_LABEL} ×{len(members)}")
+            gone.update(n.id for n in members[1:])
+    if not gone:
+        return graph
+    nodes = tuple(renamed.get(n.id, n) for n in graph.nodes if n.id not in gone)
+    edges = tuple(e for e in graph.edges if e.source not in gone)
+    return AutogradGraph(nodes, edges, graph.params_given, graph.modules)
 
 
 def shown_graph(graph: AutogradGraph, show_no_grad: bool = True, show_saved: bool = False) -> AutogradGraph:

@@ -133,6 +133,48 @@ def _siblings_under_common_box(upper_chain: List[str], lower_chain: List[str]) -
     return lower_chain[-1] if lower_chain and upper_chain else None
 
 
+# Points a row of sources side by side may take before the next row starts (a page is 3,000).
+ROW_POINTS = 1500.0
+# Graphs of more nodes are drawn with their rows as they are: no page holds them, and the
+# ranking would add to the time of a drawing of a million nodes.
+ROWS_UP_TO = 10_000
+
+
+def row_edges(rank: Sequence[int], fed: Sequence[bool], breadths: Sequence[float], limit: float = ROW_POINTS) -> List[Tuple[int, int]]:
+    """``(upper, lower)`` invisible edges that lay a long row of sources as a row of rows.
+
+    ``dot`` sets every node that nothing feeds (an input, a parameter, an input without
+    gradient) on the rank above its consumer, side by side: a decoding loop of 500 steps
+    that reads its own ``argmax`` drew 500 inputs in one row 60,000 points wide. Where the
+    sources of one rank (``rank``, by :func:`longest_path_ranks`; ``fed[i]``: node ``i`` has
+    an input) would take more than ``limit`` points (``breadths``: each node's, its gap
+    included), they are cut, in order, into rows of at most that, and each node of a row
+    gets an edge to a node of the row before it, which stacks the rows upward.
+
+    >>> row_edges([1, 1, 1, 0], [False, False, False, True], [10.0, 10.0, 10.0, 10.0], limit=20.0)
+    [(2, 0)]
+    """
+    rows: Dict[int, List[int]] = {}
+    for i, has_input in enumerate(fed):
+        if not has_input:
+            rows.setdefault(rank[i], []).append(i)
+    edges: List[Tuple[int, int]] = []
+    for _, row in sorted(rows.items()):
+        if sum(breadths[i] for i in row) <= limit:
+            continue
+        cut: List[List[int]] = [[]]
+        width = 0.0
+        for i in row:
+            if cut[-1] and width + breadths[i] > limit:
+                cut.append([])
+                width = 0.0
+            cut[-1].append(i)
+            width += breadths[i]
+        for lower_row, upper_row in zip(cut, cut[1:]):
+            edges.extend((node, lower_row[min(j, len(lower_row) - 1)]) for j, node in enumerate(upper_row))
+    return edges
+
+
 def longest_path_ranks(count: int, pairs: Sequence[Tuple[int, int]]) -> List[int]:
     """Longest path from each node down to a node that feeds nothing, by Kahn's algorithm.
 

@@ -1,0 +1,31 @@
+"""A few model types of the breadth run (``python -m benchmarks.breadth``), through the same
+function each of its children runs: one of every family in which the full run over every
+transformers model type found a failure.
+
+- encoder-decoder, vision-encoder-decoder: folding a decoder layer's self- and
+  cross-attention inside a folded stack of layers left edges to dropped nodes (KeyError).
+- bart, led, fuyu: default pictures over a page (the estimate of their breadth was low).
+- maskformer, mra: a start of zeros made in forward was an unregistered-leaf error.
+- git, lightglue: a cut raised to a warning by parameters of modules that never ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from benchmarks.breadth import PAGE, run_model  # noqa: E402
+
+SUBSET = ["encoder-decoder", "vision-encoder-decoder", "bart", "led", "fuyu", "maskformer", "mra", "git", "lightglue"]
+
+
+@pytest.mark.parametrize("model_type", SUBSET)
+def test_a_model_type_is_drawn_within_a_page_explored_and_checked_without_error(model_type):
+    result = run_model(model_type)
+    assert result["built"], result["error"]
+    assert result["error"] is None, result.get("traceback") or result["error"]
+    assert result["drawn"] and result["explored"] and result["checked"]
+    assert max(result["svg_pt"]) <= PAGE, (result["svg_pt"], result["estimate_pt"])
+    errors = [f for f in result["findings"] if f["severity"] == "error"]
+    assert not errors, errors
