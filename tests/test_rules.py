@@ -51,6 +51,21 @@ def test_the_span_names_a_run_of_layers_from_the_input_and_not_a_block_behind_a_
     assert span.subject == "l2 to l5" and "grows toward the input" in span.text
 
 
+def test_the_span_compares_layers_per_element_so_one_wide_layer_is_no_explosion():
+    # An audio model's subsampling linear of 2 million weights: norm 6,000, 4 per element;
+    # the small layers after it, 4,096 weights of norm 1: 0.016 per element. Raw norms are
+    # 3.8 decades apart; per element 2.4, no span.
+    layers = [("sub", ["sub.weight"])] + [(f"l{i}", [f"l{i}.weight"]) for i in range(4)]
+    norms = {"sub.weight": 6000.0} | {f"l{i}.weight": 1.0 for i in range(4)}
+    sizes = {"sub.weight": 2_000_000} | {f"l{i}.weight": 4096 for i in range(4)}
+    assert gradient_span(StepEvidence(grad_norms=norms, layers=layers, sizes=sizes)) == []
+    assert gradient_span(StepEvidence(grad_norms=norms, layers=layers))  # by raw norms it was one
+    # The same sizes with gradients that do fall away toward the output: still named.
+    shrunk = norms | {f"l{i}.weight": 1e-4 for i in range(4)}
+    (span,) = gradient_span(StepEvidence(grad_norms=shrunk, layers=layers, sizes=sizes))
+    assert span.subject == "l0 to l3" and "grows toward the input" in span.text
+
+
 def test_outliers_are_judged_among_their_peers():
     roles = {f"b{i}.w": "b.*.w" for i in range(4)}
     norms = {"stem.w": 1.0, "head.w": 2.0, "norm.w": 0.5, **{f"b{i}.w": 1e-6 for i in range(4)}}

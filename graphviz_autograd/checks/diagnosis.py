@@ -813,6 +813,7 @@ def _gradient_findings(
         rounding=rounding,
         nonfinite={"gradient": [name for name in norms if name in counts]},
         counts=counts,
+        sizes={names[0]: known.tensors[key].numel() for key, names in known.groups.items() if names[0] in norms},
     )
     keys = {names[0]: key for key, names in known.groups.items()}
     for condition in judge(evidence, outlier_decades):

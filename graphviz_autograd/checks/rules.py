@@ -72,8 +72,10 @@ class StepEvidence(NamedTuple):
     or more dimensions) where the weight was not zero, and ``param_norms`` ‖w‖. ``nonfinite``: where NaN or Inf was
     seen (one of :data:`NONFINITE_PLACES`), the keys in the order made; ``counts``: a
     gradient's NaN/Inf elements and its size, where known. ``trainable``: the parameters
-    that require grad, ``ran``: the modules whose forward ran, and ``held_frozen``: the
-    parameters an optimizer holds that require no grad (where known: over steps).
+    that require grad, ``ran``: the modules whose forward ran, ``held_frozen``: the
+    parameters an optimizer holds that require no grad (where known: over steps), and
+    ``sizes``: each parameter's count of elements (where known), by which layers'
+    gradients are compared per element.
     """
 
     step: int = 0
@@ -90,6 +92,7 @@ class StepEvidence(NamedTuple):
     trainable: Sequence[str] = ()
     ran: frozenset[str] = frozenset()
     held_frozen: Sequence[str] = ()
+    sizes: Mapping[str, int] = {}
 
 
 class Condition(NamedTuple):
@@ -167,13 +170,22 @@ def zero_gradient(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> l
 
 
 def _layer_norms(evidence: StepEvidence) -> list[tuple[str, float, tuple[str, ...]]]:
-    """(layer, log10 of the largest finite non-zero gradient norm of its parameters, its parameters), in forward order."""
+    """(layer, log10 of its gradient's size per element, its parameters), in forward order.
+
+    A layer's size is the largest over its parameters of each gradient's root mean square
+    per element (its norm over the square root of its size, where the size is known):
+    raw norms grow with a tensor's size, so the 6,000 of an audio model's wide
+    subsampling linear put every small layer after it "3 decades below". The largest,
+    not a median: the bias of a convolution before a batch norm has a gradient of
+    rounding alone, and its layer learns all the same."""
     found = []
     for layer, names in evidence.layers:
-        norms = [evidence.grad_norms[n] for n in names if n in evidence.grad_norms]
-        finite = [n for n in norms if n > 0 and math.isfinite(n)]
-        if finite:
-            found.append((layer, math.log10(max(finite)), tuple(names)))
+        per_element = [
+            math.log10(norm) - 0.5 * math.log10(evidence.sizes.get(n, 1) or 1)
+            for n in names for norm in (evidence.grad_norms.get(n, math.nan),) if norm > 0 and math.isfinite(norm)
+        ]
+        if per_element:
+            found.append((layer, max(per_element), tuple(names)))
     return found
 
 
@@ -210,7 +222,7 @@ def gradient_span(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> l
         found.append(Condition(
             GRAD_NORM_SPAN, WARNING, where, span[0][0] if toward_output else span[-1][0],
             f"the gradient {how}: {len(span)} layer{'s' if len(span) > 1 else ''} ({where}) "
-            f"{'get' if len(span) > 1 else 'gets'} gradient norms more than {decades:g} powers of ten below "
+            f"{'get' if len(span) > 1 else 'gets'} gradients (root mean square per element) more than {decades:g} powers of ten below "
             f"{top[0] or 'the model'} ({10 ** top[1]:.3g}), down to {10 ** smallest[1]:.3g} in {smallest[0] or 'the model'}",
             "look for a saturating or dying layer between them, or add normalisation or residual paths"
             if toward_output else "lower the initial scale of the layers or the learning rate, or clip gradients",

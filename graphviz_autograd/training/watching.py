@@ -975,6 +975,7 @@ class Watcher:
         roles = peer_roles([name for name, _ in trainable], self._module_types)
         weights = {name for name, p in trainable if p.dim() >= 2}
         rounding = {name: rounding_decades(p.dtype) for name, p in trainable}
+        sizes = {name: p.numel() for name, p in trainable}
         owners = {
             name: f"{path} ({self._module_types.get(path, '')})" if path else "the model"
             for name, _ in trainable for path in (name.rpartition(".")[0],)
@@ -1005,6 +1006,7 @@ class Watcher:
                 trainable=[name for name, _ in trainable] if grads else (),
                 ran=frozenset(module_of_call(call) for call in calls),
                 held_frozen=held_frozen,
+                sizes=sizes,
             ))
         return judged
 
