@@ -350,7 +350,9 @@ class Recorder:
                 return
             path = self._calls.current
             with _mode_off():
-                if isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
+                if _is_tensor(output):
+                    self._note_port(output, path, PORT_OUT, "output")
+                elif isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
                     for key, value in output.items():
                         self._note_port(value, path, PORT_OUT, str(key))
                 else:
@@ -481,13 +483,13 @@ class Recorder:
             fn = stack.pop()
             if id(fn) in known:
                 continue
-            metadata = fn.metadata
-            if key in metadata:
-                continue
             accumulate = accumulates.get(type(fn))
             if accumulate is None:
                 accumulate = accumulates[type(fn)] = fn.name() == _ACCUMULATE_GRAD
             if accumulate:
+                continue
+            metadata = fn.metadata
+            if key in metadata:
                 continue
             known.add(id(fn))
             new_nodes.append(fn)
@@ -713,9 +715,13 @@ class ModuleCalls:
         if not name:
             return name
         parent, _, last = name.rpartition(".")
-        # The running call of the parent, innermost first; its first call when none runs
-        # (a module called from outside its parent's forward).
-        parent_call = next((called for path, called in reversed(self.stack) if path == parent), parent)
+        # The running call of the parent, innermost first (most often the innermost call);
+        # its first call when none runs (a module called from outside its parent's forward).
+        stack = self.stack
+        if stack and stack[-1][0] == parent:
+            parent_call = stack[-1][1]
+        else:
+            parent_call = next((called for path, called in reversed(stack) if path == parent), parent)
         calls = self.counts[(parent_call, name)] = self.counts.get((parent_call, name), 0) + 1
         path = f"{parent_call}.{last}" if parent_call else last
         if calls > 1:
