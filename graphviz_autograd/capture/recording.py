@@ -175,6 +175,8 @@ class Recorder:
         # While recording: the model's modules by path, and the floats each keeps by one name.
         self._module_objects: dict[str, torch.nn.Module] = {}
         self._number_names: dict[str, dict[float, str]] = {}
+        # The model's named tensors as the latest recording found them (see model_tensors).
+        self._named_tensors: Optional[list[tuple[str, torch.Tensor]]] = None
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -196,6 +198,15 @@ class Recorder:
     def named_inputs(self) -> list[tuple[str, torch.Tensor]]:
         """The model's forward inputs still alive, by the names its forward gives them (``x``, ``batch.mask``)."""
         return sorted(((name, tensor) for tensor, name in self._input_names.items()), key=lambda pair: pair[0])
+
+    def model_tensors(self, params: Any) -> Optional[list[tuple[str, torch.Tensor]]]:
+        """The (name, tensor) pairs the walk names when given ``params``, as the recording
+        found them (what ``parameter_names(model)`` lists: parameters, buffers, tensors in
+        plain attributes), when ``params`` is the recorded model; else None. Saves the walk
+        a second pass over the model's modules and attributes."""
+        if params is None or params is not self.model or self._named_tensors is None:
+            return None
+        return self._named_tensors
 
     def owner(self, parameter_name: str) -> str:
         """The module that owns a parameter or buffer of this name ('' if none does)."""
@@ -231,8 +242,10 @@ class Recorder:
             for name, tensor in itertools.chain(tensors.parameters, tensors.buffers):
                 self._names.setdefault(id(tensor), name)
             registered = {id(tensor) for _, tensor in itertools.chain(tensors.parameters, tensors.buffers)}
-            for name, tensor in unregistered_tensors(self.model, registered).items():
+            unregistered = unregistered_tensors(self.model, registered)
+            for name, tensor in unregistered.items():
                 self._names.setdefault(id(tensor), name)
+            self._named_tensors = [*tensors.parameters, *tensors.buffers, *unregistered.items()]
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
             self._module_objects = tensors.modules
             for name, module in tensors.modules.items():
