@@ -1,8 +1,8 @@
 """What a graph is, as canonical text: the golden files of the pytest plugin.
 
-The text holds the ops (with the numbers they take, as their boxes say: ``with=0.5``), how they connect, the names, shapes and dtypes of
-parameters, inputs and outputs, where gradient is cut and why, and which module
-made each node. It holds nothing of how a graph is drawn (colours, themes,
+The text holds the ops (with the numbers they take, as their boxes say:
+``with=0.5``), how they connect, the names, shapes and dtypes of parameters,
+inputs and outputs, where gradient is cut and why, and which module made each node. It holds nothing of how a graph is drawn (colours, themes,
 tooltips, layout), so a release that changes the drawing leaves it as it was.
 
 Each output starts a chain of lines: a node, then the node that feeds it, and so
