@@ -525,7 +525,7 @@ class Recorder:
         if not slots:
             return
         ordered = _SLOT_ORDER.get(func, list)(list(args)) + list(kwargs.values())
-        tensors = [t for t in tree_leaves(ordered) if isinstance(t, torch.Tensor) and not t.requires_grad]
+        tensors = [t for t in _tensors_in(tuple(ordered)) if not t.requires_grad]
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
         candidates: list = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
         # A number among the operands (x * 1.0001, variance + eps) took a slot as a 0-d tensor:
