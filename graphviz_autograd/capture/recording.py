@@ -176,7 +176,7 @@ class Recorder:
         self._module_objects: dict[str, torch.nn.Module] = {}
         self._number_names: dict[str, dict[float, str]] = {}
         # The model's named tensors as the latest recording found them (see model_tensors).
-        self._named_tensors: Optional[list[tuple[str, torch.Tensor]]] = None
+        self._named_tensors: Optional[list[tuple[str, "weakref.ref[torch.Tensor]"]]] = None
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
@@ -206,7 +206,8 @@ class Recorder:
         a second pass over the model's modules and attributes."""
         if params is None or params is not self.model or self._named_tensors is None:
             return None
-        return self._named_tensors
+        alive = [(name, ref()) for name, ref in self._named_tensors]
+        return [(name, tensor) for name, tensor in alive if tensor is not None]
 
     def owner(self, parameter_name: str) -> str:
         """The module that owns a parameter or buffer of this name ('' if none does)."""
@@ -245,7 +246,11 @@ class Recorder:
             unregistered = unregistered_tensors(self.model, registered)
             for name, tensor in unregistered.items():
                 self._names.setdefault(id(tensor), name)
-            self._named_tensors = [*tensors.parameters, *tensors.buffers, *unregistered.items()]
+            # Weakly: a tensor the model lets go of later (a cache kept in a plain list) is not kept for it.
+            self._named_tensors = [
+                (name, weakref.ref(tensor)) for name, tensor in itertools.chain(
+                    tensors.parameters, tensors.buffers, unregistered.items())
+            ]
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
             self._module_objects = tensors.modules
             for name, module in tensors.modules.items():
