@@ -420,6 +420,10 @@ def test_make_dot_diagnose_marks_the_right_nodes(graphviz_svg):
     assert marked(source, "red") == {leaf.id, leaf_acc}
     assert marked(source, "orange") == {a_node.id, a_acc}
     assert "error: unregistered leaf (1)" in source and "warning: grad zero (1)" in source
+    # The key of the severities is one small table: its title over a cell per finding, in its colour.
+    notes = [line for line in source.splitlines() if line.strip().startswith("note")]
+    assert len(notes) == 1 and "<TABLE" in notes[0] and notes[0].count(">findings<") == 1
+    assert '<FONT COLOR="red"' in notes[0] and '<FONT COLOR="orange"' in notes[0]
     drawn = graphviz_svg(source)
     assert "(unnamed)" in drawn[leaf.id].lines[0] and "nn.Parameter" in drawn[leaf.id].tooltip
     # Without diagnose, the same graph draws as before.

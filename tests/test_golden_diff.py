@@ -53,3 +53,30 @@ def test_a_drawing_reads_back_with_its_modules_and_kinds():
     assert {n.kind for n in read.nodes} >= {"op", "parameter", "output"}
     found = graph_diff(to_dot(old, depth="full", fold_repeated=False), to_dot(new, depth="full", fold_repeated=False), drawing=True)
     assert found is not None and found.sentences[0].startswith("layers.2: a Block added")
+
+
+def test_the_numbers_an_op_takes_are_in_its_structure_line_and_read_back():
+    import torch
+
+    from graphviz_autograd import record, walk
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.eps = 1e-05
+            self.w = torch.nn.Parameter(torch.ones(3))
+
+        def forward(self, x):
+            return ((self.w * x + self.eps) * 0.5).sum()
+
+    model = Scale()
+    with record(model) as rec:
+        loss = model(torch.ones(3))
+    text = structure_text(walk(loss, model, recorder=rec))
+    assert "with=eps=1e-05" in text.replace('"', "") and "with=0.5" in text
+    assert structure_text(structure_graph(text)) == text
+    # A changed number is a changed line.
+    model.eps = 1e-06
+    with record(model) as rec:
+        loss = model(torch.ones(3))
+    assert structure_text(walk(loss, model, recorder=rec)) != text

@@ -609,3 +609,24 @@ def test_a_llama_layers_rmsnorm_shows_eps_in_its_op():
     # No input without gradient is left in a norm: eps was its only one.
     cut_into = {e.target for e in graph.edges if e.kind == "no_grad"}
     assert not [n for n in norms.values() if n.id in cut_into]
+
+
+def test_the_recording_names_the_models_tensors_for_the_walk_without_keeping_one_the_model_let_go_of():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(2, 2)
+            self.layers = [torch.nn.Linear(2, 2)]  # unregistered: named by attribute path
+            self.cache = [torch.ones(2)]
+
+        def forward(self, x):
+            return self.layers[0](self.fc(x)) + self.cache[0]
+
+    model = Net()
+    with record(model) as rec:
+        out = model(torch.ones(2)).sum()
+    dropped = weakref.ref(model.cache[0])
+    model.cache.clear()
+    assert dropped() is None
+    labels = {n.label for n in walk(out, model, recorder=rec).nodes}
+    assert {"fc.weight", "layers[0].weight"} <= labels

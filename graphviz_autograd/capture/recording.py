@@ -31,6 +31,7 @@ import itertools
 import os
 import threading
 import traceback
+import weakref
 import warnings
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
@@ -105,6 +106,8 @@ _OPERATORS = {
     "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!=",
 }
 _ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+# Whether a node type is AccumulateGrad, by type: asked of every node a call makes.
+_ACCUMULATES: dict[type, bool] = {}
 _keys = itertools.count()
 
 
@@ -130,11 +133,18 @@ class Recorder:
         self._forward_arguments: dict[type, tuple[str, ...]] = {}
         # Tensors without gradient a module call took as arguments: {call path: argument name}.
         self._entered: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._any_entered = False  # whether _entered ever held one (asking its length is slow)
         # The model's own modules, without the calls after the first (see modules).
-        self._defined: tuple[ModuleInfo, ...] = _module_infos(model) if model is not None else ()
-        self._module_index = {info.path: i for i, info in enumerate(self._defined)}  # path -> place in _defined
-        self._module_paths = frozenset(info.path for info in self._defined)
-        self._calls = ModuleCalls(self._defined)
+        # Its modules, parameters and buffers, walked once for the constructor, __enter__ and the
+        # parameter counts of ``modules`` (counted when a picture asks, not while recording).
+        self._model_tensors: Optional[_ModelTensors] = _ModelTensors(model) if model is not None else None
+        # The model's own modules (without parameter counts), without the calls after the first (see modules).
+        self._module_types: tuple[ModuleInfo, ...] = self._model_tensors.module_infos(counted=False) if (
+            self._model_tensors) else ()
+        self._counted: Optional[tuple[ModuleInfo, ...]] = None
+        self._module_index = {info.path: i for i, info in enumerate(self._module_types)}  # path -> place among them
+        self._module_paths = frozenset(self._module_index)
+        self._calls = ModuleCalls(self._module_types)
         self._modules: Optional[tuple[ModuleInfo, ...]] = None  # modules, once put together
         self._modules_seen = 0  # the later calls _modules was put together with
         self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -170,13 +180,17 @@ class Recorder:
         self._number_names: dict[str, dict[float, str]] = {}
         # What torch.compile'd regions the recorded call compiled: their backward graphs and graph breaks.
         self.compiled = compiled_regions.CompiledCapture()
+        # The model's named tensors as the latest recording found them (see model_tensors).
+        self._named_tensors: Optional[list[tuple[str, "weakref.ref[torch.Tensor]"]]] = None
 
     @property
     def modules(self) -> tuple[ModuleInfo, ...]:
         """The model's modules (:class:`ModuleInfo`) in definition order, each later call
         of one right after the calls before it; empty when recording without a model."""
         if self._modules is None or self._modules_seen != len(self._calls.later_calls):
-            self._modules = _with_later_calls(self._defined, self._module_index, self._calls.later_calls)
+            if self._counted is None:
+                self._counted = self._model_tensors.module_infos() if self._model_tensors else ()
+            self._modules = _with_later_calls(self._counted, self._module_index, self._calls.later_calls)
             self._modules_seen = len(self._calls.later_calls)
         return self._modules
 
@@ -195,6 +209,16 @@ class Recorder:
     def named_inputs(self) -> list[tuple[str, torch.Tensor]]:
         """The model's forward inputs still alive, by the names its forward gives them (``x``, ``batch.mask``)."""
         return sorted(((name, tensor) for tensor, name in self._input_names.items()), key=lambda pair: pair[0])
+
+    def model_tensors(self, params: Any) -> Optional[list[tuple[str, torch.Tensor]]]:
+        """The (name, tensor) pairs the walk names when given ``params``, as the recording
+        found them (what ``parameter_names(model)`` lists: parameters, buffers, tensors in
+        plain attributes), when ``params`` is the recorded model; else None. Saves the walk
+        a second pass over the model's modules and attributes."""
+        if params is None or params is not self.model or self._named_tensors is None:
+            return None
+        alive = [(name, ref()) for name, ref in self._named_tensors]
+        return [(name, tensor) for name, tensor in alive if tensor is not None]
 
     def owner(self, parameter_name: str) -> str:
         """The module that owns a parameter or buffer of this name ('' if none does)."""
@@ -236,19 +260,23 @@ class Recorder:
         self._calls.stack.clear()
         self._thread = threading.get_ident()
         if self.model is not None:
-            self._fixed_reasons = _frozen_and_buffers(self.model)
-            self._frozen_names = {
-                id(p): name for name, p in self.model.named_parameters(remove_duplicate=False) if not p.requires_grad
-            }
-            for name, tensor in itertools.chain(
-                self.model.named_parameters(remove_duplicate=False), self.model.named_buffers(remove_duplicate=False)
-            ):
+            tensors = self._model_tensors = self._model_tensors or _ModelTensors(self.model)
+            self._fixed_reasons = tensors.frozen_and_buffers()
+            self._frozen_names = {id(p): name for name, p in tensors.parameters if not p.requires_grad}
+            for name, tensor in itertools.chain(tensors.parameters, tensors.buffers):
                 self._names.setdefault(id(tensor), name)
-            for name, tensor in unregistered_tensors(self.model).items():
+            registered = {id(tensor) for _, tensor in itertools.chain(tensors.parameters, tensors.buffers)}
+            unregistered = unregistered_tensors(self.model, registered)
+            for name, tensor in unregistered.items():
                 self._names.setdefault(id(tensor), name)
+            # Weakly: a tensor the model lets go of later (a cache kept in a plain list) is not kept for it.
+            self._named_tensors = [
+                (name, weakref.ref(tensor)) for name, tensor in itertools.chain(
+                    tensors.parameters, tensors.buffers, unregistered.items())
+            ]
             self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
-            self._module_objects = dict(self.model.named_modules())
-            for name, module in self.model.named_modules():
+            self._module_objects = tensors.modules
+            for name, module in tensors.modules.items():
                 self._hooks.append(module.register_forward_pre_hook(self._enter_module(name), with_kwargs=True))
                 self._hooks.append(module.register_forward_hook(self._leave_module(name), always_call=True))
         self._mode = _RecordingMode(self)
@@ -317,7 +345,7 @@ class Recorder:
 
     def _type_of(self, module_call: str) -> str:
         index = self._module_index.get(module_of_call(module_call))
-        return self._defined[index].type_name if index is not None else ""
+        return self._module_types[index].type_name if index is not None else ""
 
     def _remove_hooks(self) -> None:
         for handle in self._hooks:
@@ -329,7 +357,10 @@ class Recorder:
         if _compiling() or threading.get_ident() != self._thread:
             return
         try:
-            bound = inspect.signature(model.forward).bind_partial(*args, **kwargs).arguments
+            signature = _forward_signature(model)
+            if signature is None:
+                raise ValueError("no signature")
+            bound = signature.bind_partial(*args, **kwargs).arguments
         except (TypeError, ValueError):  # a signature that cannot be read or bound
             bound = {f"input{i}": value for i, value in enumerate(args)} | kwargs
         for name, value in bound.items():
@@ -343,11 +374,16 @@ class Recorder:
         def pre_hook(module: torch.nn.Module, args: Any, kwargs: dict) -> None:
             if not _compiling() and threading.get_ident() == self._thread:
                 path = self._calls.enter(name)
+                if not (args or kwargs):
+                    return
                 names = self._argument_names(module)
-                for i, value in enumerate(args):
-                    self._note_port(value, path, PORT_IN, names[i] if i < len(names) else f"args[{i}]")
-                for key, value in kwargs.items():
-                    self._note_port(value, path, PORT_IN, key)
+                # Reading a tensor's grad_fn with the mode on is a call of the mode (a tenth of a
+                # recorded forward pass went there); the hooks read them with it off.
+                with _mode_off():
+                    for i, value in enumerate(args):
+                        self._note_port(value, path, PORT_IN, names[i] if i < len(names) else f"args[{i}]")
+                    for key, value in kwargs.items():
+                        self._note_port(value, path, PORT_IN, key)
 
         return pre_hook
 
@@ -356,27 +392,27 @@ class Recorder:
             if _compiling() or threading.get_ident() != self._thread:
                 return
             path = self._calls.current
-            if isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
-                for key, value in output.items():
-                    self._note_port(value, path, PORT_OUT, str(key))
-            else:
-                self._note_port(output, path, PORT_OUT, "output")
+            with _mode_off():
+                if _is_tensor(output):
+                    self._note_port(output, path, PORT_OUT, "output")
+                elif isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
+                    for key, value in output.items():
+                        self._note_port(value, path, PORT_OUT, str(key))
+                else:
+                    self._note_port(output, path, PORT_OUT, "output")
             self._calls.leave(name)
 
         return hook
 
     def _argument_names(self, module: torch.nn.Module) -> tuple[str, ...]:
-        """The names of the positional parameters of ``module``'s forward (up to a ``*args``), kept per class."""
+        """The names of the positional parameters of ``module``'s forward (up to a ``*args``)."""
         known = self._forward_arguments.get(type(module))
         if known is not None:
             return known
-        try:
-            parameters = list(inspect.signature(module.forward).parameters.values())
-        except (TypeError, ValueError):
-            parameters = []
+        signature = _forward_signature(module)
         positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         names: list[str] = []
-        for parameter in parameters:
+        for parameter in signature.parameters.values() if signature is not None else ():
             if parameter.kind not in positional:
                 break
             names.append(parameter.name)
@@ -397,6 +433,7 @@ class Recorder:
                 entered = self._entered.get(value)
                 if entered is None:
                     entered = self._entered[value] = {}
+                    self._any_entered = True
                 entered.setdefault(path, name)
         elif type(value) is tuple or type(value) is list:
             for i, item in enumerate(value):
@@ -411,14 +448,20 @@ class Recorder:
     # --- what the mode reports ---
 
     def saw_call(
-        self, func: Callable, args: tuple, kwargs: dict, result: Any, before: Optional[list] = None
+        self, func: Callable, args: tuple, kwargs: dict, result: Any, before: Optional[list] = None,
+        inputs: Optional[list] = None, module: Optional[str] = None,
     ) -> None:
         """Note what a call made: its new nodes' module, cuts and escapes. ``before``: the
-        inputs' grad_fns before an in-place call, which gave an input a new one."""
-        inputs = _tensors_in(args, kwargs)
+        inputs' grad_fns before an in-place call, which gave an input a new one; ``inputs``
+        (the tensors among the arguments) and ``module`` (the running call), when known."""
+        if inputs is None:
+            inputs = _tensors_in(args, kwargs)
+        if module is None:
+            module = self.current_module
+        names = self._names
         for t in inputs:
-            if t.requires_grad and t.grad_fn is None and id(t) not in self._names and t not in self._stray_leaves:
-                self._stray_leaves[t] = self.current_module
+            if t.grad_fn is None and t.requires_grad and id(t) not in names and t not in self._stray_leaves:
+                self._stray_leaves[t] = module
         if self._frozen_names:
             for t in inputs:
                 name = self._frozen_names.get(id(t))
@@ -430,12 +473,11 @@ class Recorder:
             # .detach().numpy() is how a NumPy round trip starts).
             source = inputs[0]
             if (source.requires_grad and torch.is_grad_enabled()) or self._reasons.get(source, ("",))[0] == DETACH:
-                self.escapes.append((escape, self._names.get(id(source), ""), self.current_module))
+                self.escapes.append((escape, self._names.get(id(source), ""), module))
             return
         outputs = _tensors_in((result,))
         if not outputs:
             return
-        module = self.current_module
         if func is torch.Tensor.requires_grad_:
             name = self._names.get(id(inputs[0])) if inputs else None
             if name is not None and not outputs[0].requires_grad and id(inputs[0]) not in self._fixed_reasons:
@@ -450,35 +492,57 @@ class Recorder:
             for out in outputs:
                 self._reasons[out] = (code, named_text.format(name) if name else text, module)
             return
-        if len(self._entered):
+        if self._any_entered:
             self._pass_on_ports(inputs, outputs)
-        new_nodes = self._note_new_nodes(outputs, inputs, module, before)
-        if new_nodes:
+        new_nodes, cut = self._note_new_nodes(outputs, inputs, module, before)
+        if cut:
             self._note_cuts(new_nodes, func, args, kwargs, module)
-        self._note_lost_gradient(outputs, inputs, module)
-        self._note_integer_results(func, outputs, inputs, module)
+        for t in outputs:
+            if not t.requires_grad:  # (a tensor that requires grad is a floating-point one: neither case)
+                self._note_lost_gradient(outputs, inputs, module)
+                self._note_integer_results(func, outputs, inputs, module)
+                break
 
-    def _note_new_nodes(self, outputs: list, inputs: list, module: str, before: Optional[list] = None) -> list[Any]:
-        """Note ``module`` on the nodes this call created; return them, first input first.
+    def _note_new_nodes(
+        self, outputs: list, inputs: list, module: str, before: Optional[list] = None
+    ) -> tuple[list[Any], bool]:
+        """Note ``module`` on the nodes this call created; return them, first input first,
+        and whether any of them has an empty input slot (an input without gradient).
 
         They are the nodes reachable from the outputs without passing an input's
         node or one noted before (an AccumulateGrad belongs to its parameter).
         """
         key = self.key
-        grad_fns = before if before is not None else [t.grad_fn for t in inputs]
-        known = {id(fn) for fn in grad_fns if fn is not None}
-        stack = [t.grad_fn for t in reversed(outputs) if t.grad_fn is not None]
-        seen: set[int] = set()
+        if before is not None:
+            known = {id(fn) for fn in before if fn is not None}
+        else:
+            known = {id(fn) for fn in [t.grad_fn for t in inputs] if fn is not None}
+        stack = [fn for fn in [t.grad_fn for t in reversed(outputs)] if fn is not None]
         new_nodes = []
+        cut = False
+        note = (module, ())
+        accumulates = _ACCUMULATES
         while stack:
             fn = stack.pop()
-            if id(fn) in known or id(fn) in seen or key in fn.metadata or fn.name() == _ACCUMULATE_GRAD:
+            if id(fn) in known:
                 continue
-            seen.add(id(fn))
+            accumulate = accumulates.get(type(fn))
+            if accumulate is None:
+                accumulate = accumulates[type(fn)] = fn.name() == _ACCUMULATE_GRAD
+            if accumulate:
+                continue
+            metadata = fn.metadata
+            if key in metadata:
+                continue
+            known.add(id(fn))
             new_nodes.append(fn)
-            fn.metadata[key] = (module, ())
-            stack.extend(child for child, _ in reversed(fn.next_functions) if child is not None)
-        return new_nodes
+            metadata[key] = note
+            for child, _ in reversed(fn.next_functions):
+                if child is None:
+                    cut = True
+                else:
+                    stack.append(child)
+        return new_nodes, cut
 
     def _note_cuts(self, new_nodes: list, func: Callable, args: tuple, kwargs: dict, module: str) -> None:
         """Give each input slot without gradient among the new nodes the reason for it.
@@ -491,7 +555,7 @@ class Recorder:
         if not slots:
             return
         ordered = _SLOT_ORDER.get(func, list)(list(args)) + list(kwargs.values())
-        tensors = [t for t in tree_leaves(ordered) if isinstance(t, torch.Tensor) and not t.requires_grad]
+        tensors = [t for t in _tensors_in(tuple(ordered)) if not t.requires_grad]
         differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
         candidates: list = differentiable if len(differentiable) >= len(slots) or len(tensors) != len(slots) else tensors
         # A number among the operands (x * 1.0001, variance + eps) took a slot as a 0-d tensor:
@@ -501,7 +565,7 @@ class Recorder:
         if len(operands) == len(slots) and len(operands) > len(differentiable):
             candidates = operands
         reasons = [self._operand_reason(v, module) for v in candidates]
-        if len(self._entered):  # inputs without gradient a module call took as arguments: their names
+        if self._any_entered:  # inputs without gradient a module call took as arguments: their names
             reasons = [self._with_ports(reason, v) for reason, v in zip(reasons, candidates)]
         hidden = _HIDDEN_INPUTS.get(func)
         if hidden is not None:  # an input the op makes itself comes first among its slots
@@ -696,9 +760,13 @@ class ModuleCalls:
         if not name:
             return name
         parent, _, last = name.rpartition(".")
-        # The running call of the parent, innermost first; its first call when none runs
-        # (a module called from outside its parent's forward).
-        parent_call = next((called for path, called in reversed(self.stack) if path == parent), parent)
+        # The running call of the parent, innermost first (most often the innermost call);
+        # its first call when none runs (a module called from outside its parent's forward).
+        stack = self.stack
+        if stack and stack[-1][0] == parent:
+            parent_call = stack[-1][1]
+        else:
+            parent_call = next((called for path, called in reversed(stack) if path == parent), parent)
         calls = self.counts[(parent_call, name)] = self.counts.get((parent_call, name), 0) + 1
         path = f"{parent_call}.{last}" if parent_call else last
         if calls > 1:
@@ -719,29 +787,59 @@ class _RecordingMode(TorchFunctionMode):
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
-        if _compiling() or threading.get_ident() != self.recorder._thread:
+        recorder = self.recorder
+        if _compiling() or threading.get_ident() != recorder._thread:
             return func(*args, **kwargs)
+        inputs = _tensors_in(args, kwargs)
+        module = recorder._calls.current
         # An in-place op (relu_, x += y) gives its input tensor a new grad_fn: the nodes
         # the inputs had before the call are the ones that are not this call's.
         before = None
-        if _in_place(func) or kwargs.get("inplace") is True:
-            before = [t.grad_fn for t in _tensors_in(args, kwargs)]
-        recorder = self.recorder
+        in_place = _IN_PLACE.get(func)
+        if in_place is None:
+            in_place = _IN_PLACE[func] = _in_place(func)
+        if in_place or kwargs.get("inplace") is True:
+            before = [t.grad_fn for t in inputs]
         values = recorder.nonfinite
         if values is not None:
-            inputs_birth = values.before(_tensors_in(args, kwargs), recorder.current_module)
+            inputs_birth = values.before(inputs, module)
         try:
             result = func(*args, **kwargs)
         except Exception as error:
             recorder.saw_failure(func, args, kwargs, error)
             raise
-        recorder.saw_call(func, args, kwargs, result, before)
+        recorder.saw_call(func, args, kwargs, result, before, inputs, module)
         if _is_tensor(result) or type(result) is tuple or type(result) is list:  # not a shape, a number
             recorder._last_result = result
-            recorder._last_module = recorder.current_module
+            recorder._last_module = module
         if values is not None:
-            values.after(func, args, kwargs, _tensors_in((result,)), inputs_birth, recorder.current_module)
+            values.after(func, args, kwargs, _tensors_in((result,)), inputs_birth, module)
         return result
+
+
+# The signature of each module class's forward, kept across recordings: reading one
+# (inspect.signature) cost as much as recording a small model's ops.
+_SIGNATURES: "weakref.WeakKeyDictionary[type, Optional[inspect.Signature]]" = weakref.WeakKeyDictionary()
+
+
+def _forward_signature(module: torch.nn.Module) -> Optional[inspect.Signature]:
+    """The signature of ``module.forward`` (None when it cannot be read), kept per class
+    unless the module has a ``forward`` of its own (set on the instance)."""
+    own = "forward" in vars(module)
+    if not own and type(module) in _SIGNATURES:
+        return _SIGNATURES[type(module)]
+    try:
+        signature: Optional[inspect.Signature] = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        signature = None
+    if not own:
+        _SIGNATURES[type(module)] = signature
+    return signature
+
+
+# Whether a function writes into its first argument (see _in_place), by function: asked of every call.
+_IN_PLACE: dict[Callable, bool] = {}
+_mode_off = torch._C.DisableTorchFunction
 
 
 # Types of the values a call takes and returns that hold no tensor and are no container.
@@ -939,25 +1037,61 @@ def _tensor_text(tensor: torch.Tensor) -> str:
     return f"{shape_text(tuple(tensor.shape))} {str(tensor.dtype).replace('torch.', '')}{grad}"
 
 
-def _module_infos(model: torch.nn.Module) -> tuple[ModuleInfo, ...]:
-    """A :class:`ModuleInfo` per module of ``model``, each with the parameter count of
-    ``module.parameters()`` (a tied weight counted once per module holding it).
+class _ModelTensors:
+    """A model's modules, parameters and buffers, from one walk over its modules.
 
-    Counted in one pass over every parameter's path rather than by asking each module
-    (which walks its whole subtree again: a T5 of 2 layers took 3,000 module visits).
+    ``record`` asks for them on every forward pass it watches, where asking the model
+    (``named_modules``, then ``named_parameters`` and ``named_buffers``, each walking the
+    modules again) was a third of recording a small T5 (1,000 modules). ``parameters``
+    and ``buffers`` are what ``named_parameters(remove_duplicate=False)`` and
+    ``named_buffers(remove_duplicate=False)`` list, ``modules`` what ``named_modules()``
+    does, in the same order.
+
+    >>> tensors = _ModelTensors(torch.nn.Sequential(torch.nn.Linear(2, 1)))
+    >>> list(tensors.modules), [name for name, _ in tensors.parameters]
+    (['', '0'], ['0.weight', '0.bias'])
     """
-    modules = list(model.named_modules())
-    listed = {name for name, _ in modules}
-    held: dict[str, dict[int, int]] = {name: {} for name in listed}  # module -> id(parameter) -> numel
-    for name, parameter in model.named_parameters(remove_duplicate=False):
-        owner = name
-        while True:
-            owner = owner.rpartition(".")[0] if "." in owner else ""
-            if owner in listed:
-                held[owner][id(parameter)] = parameter.numel()
-            if not owner:
-                break
-    return tuple(ModuleInfo(name, type(module).__name__, sum(held[name].values())) for name, module in modules)
+
+    def __init__(self, model: torch.nn.Module):
+        self.modules: dict[str, torch.nn.Module] = {}
+        self.parameters: list[tuple[str, torch.Tensor]] = []
+        self.buffers: list[tuple[str, torch.Tensor]] = []
+        seen: set[int] = set()
+        for path, module in model.named_modules(remove_duplicate=False):
+            if id(module) not in seen:
+                seen.add(id(module))
+                self.modules[path] = module
+            prefix = path + "." if path else ""
+            self.parameters.extend((prefix + name, p) for name, p in module._parameters.items() if p is not None)
+            self.buffers.extend((prefix + name, b) for name, b in module._buffers.items() if b is not None)
+
+    def module_infos(self, counted: bool = True) -> tuple[ModuleInfo, ...]:
+        """A :class:`ModuleInfo` per module, each with the parameter count of ``module.parameters()``
+        (a tied weight counted once per module holding it), from one pass over every parameter's path;
+        with ``counted=False``, each with 0."""
+        if not counted:
+            return tuple(ModuleInfo(name, type(module).__name__) for name, module in self.modules.items())
+        held: dict[str, dict[int, int]] = {name: {} for name in self.modules}  # module -> id(parameter) -> numel
+        for name, parameter in self.parameters:
+            owner = name
+            while True:
+                owner = owner.rpartition(".")[0] if "." in owner else ""
+                if owner in held:
+                    held[owner][id(parameter)] = parameter.numel()
+                if not owner:
+                    break
+        return tuple(ModuleInfo(name, type(module).__name__, sum(held[name].values()))
+                     for name, module in self.modules.items())
+
+    def frozen_and_buffers(self) -> dict[int, tuple[str, str, str]]:
+        """id -> reason for the model's frozen parameters and its buffers, with their owners."""
+        named: dict[int, tuple[str, str, str]] = {}
+        for name, param in self.parameters:
+            if not param.requires_grad:
+                named.setdefault(id(param), (FROZEN, f"frozen {name}", name.rpartition(".")[0]))
+        for name, buffer in self.buffers:
+            named.setdefault(id(buffer), (BUFFER, f"buffer {name}", name.rpartition(".")[0]))
+        return named
 
 
 def _place(path: str, index: dict[str, int]) -> tuple:
@@ -982,15 +1116,3 @@ def _with_later_calls(
     placed.extend((place, ModuleInfo(path, types.get(name, ""), 0)) for path, (name, place) in later.items())
     placed.sort(key=lambda pair: pair[0])
     return tuple(info for _, info in placed)
-
-
-def _frozen_and_buffers(model: torch.nn.Module) -> dict[int, tuple[str, str, str]]:
-    """id -> reason for the model's frozen parameters and its buffers, with their owners."""
-    named: dict[int, tuple[str, str, str]] = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        if not param.requires_grad:
-            named.setdefault(id(param), (FROZEN, f"frozen {name}", name.rpartition(".")[0]))
-    for name, buffer in model.named_buffers(remove_duplicate=False):
-        named.setdefault(id(buffer), (BUFFER, f"buffer {name}", name.rpartition(".")[0]))
-    return named
-

@@ -123,7 +123,8 @@ def walk(
     if not with_graph:
         raise NoGraphError(_no_graph_message(outputs, named_outputs))
     aliases: dict[int, list[str]] = {}
-    names = parameter_names(params, aliases)
+    recorded = recorder.model_tensors(params) if recorder is not None else None
+    names = parameter_names(params if recorded is None else recorded, aliases)
     # With names asked for, the forward's arguments are named too, as the CLI names them.
     recorded_inputs = recorder.named_inputs() if recorder is not None and params is not None else ()
     for name, tensor in recorded_inputs:

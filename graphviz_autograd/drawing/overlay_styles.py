@@ -48,8 +48,44 @@ def overlay_styles(overlays: Iterable[Overlay]) -> tuple[NodeStyles, list[KeyIte
             if tooltip and "tooltip" in attrs:
                 merged["tooltip"] = tooltip + "\n" + attrs["tooltip"]
         key.extend(items)
-        key.extend((list(lines), dict(attrs)) for lines, attrs in overlay.key)
+        if overlay.scale == "severity":
+            key.extend(_severity_key(overlay))
+        else:
+            key.extend((list(lines), dict(attrs)) for lines, attrs in overlay.key)
     return styles, key
+
+
+# The border colours of severities: a key item of one line in one of them stands for a severity.
+_SEVERITY_COLOURS = frozenset(style["color"] for style in SEVERITY_STYLES.values())
+
+
+def _severity_key(overlay: Overlay) -> list[KeyItem]:
+    """A severity overlay's key as one small table, as a log overlay's is: its title over a
+    cell per item (``error: grad nonfinite (1)``) written in the colour of the borders it
+    stands for, rather than a bordered box per item. Notes (a list of findings with no node)
+    stay boxes of their own, after it.
+
+    >>> from graphviz_autograd.views.overlays import Overlay
+    >>> items = _severity_key(Overlay("findings", "findings", {}, scale="severity", key=(
+    ...     (["error: grad nonfinite (1)"], {"color": "red", "penwidth": "3"}),
+    ...     (["warning: grad zero (2)"], {"color": "orange", "penwidth": "3"}),
+    ...     (["not in the graph:", "info: ..."], {"shape": "note"}))))
+    >>> items[0]
+    (['findings', 'error: grad nonfinite (1)', 'warning: grad zero (2)'], {'colour_bar': 'white red\\twhite orange'})
+    >>> items[1][1]["shape"]
+    'note'
+    """
+    cells: list[tuple[str, str]] = []  # (colour, text)
+    others: list[KeyItem] = []
+    for lines, attrs in overlay.key:
+        if len(lines) == 1 and attrs.get("color") in _SEVERITY_COLOURS and "shape" not in attrs:
+            cells.append((attrs["color"], lines[0]))
+        else:
+            others.append((list(lines), dict(attrs)))
+    if not cells:
+        return others
+    bar = {COLOUR_BAR: "\t".join(f"white {colour}" for colour, _ in cells)}
+    return [([overlay.title, *(text for _, text in cells)], bar), *others]
 
 
 def _severity_styles(overlay: Overlay) -> tuple[NodeStyles, list[KeyItem]]:

@@ -1,8 +1,8 @@
 """What a graph is, as canonical text: the golden files of the pytest plugin.
 
-The text holds the ops, how they connect, the names, shapes and dtypes of
-parameters, inputs and outputs, where gradient is cut and why, and which module
-made each node. It holds nothing of how a graph is drawn (colours, themes,
+The text holds the ops (with the numbers they take, as their boxes say:
+``with=0.5``), how they connect, the names, shapes and dtypes of parameters,
+inputs and outputs, where gradient is cut and why, and which module made each node. It holds nothing of how a graph is drawn (colours, themes,
 tooltips, layout), so a release that changes the drawing leaves it as it was.
 
 Each output starts a chain of lines: a node, then the node that feeds it, and so
@@ -33,7 +33,10 @@ import re
 from collections import Counter
 from typing import Optional
 
-from ..graph.autograd_graph import CUT, DATA, MODULE, NO_GRAD, OUTPUT, PORT_ATTR, SAVED, SAVED_BY, AutogradGraph, Edge, ModuleInfo, Node
+from ..graph.autograd_graph import (
+    CUT, DATA, MODULE, NO_GRAD, OUTPUT, PORT_ATTR, SAVED, SAVED_BY, CONSTANT_ATTR, AutogradGraph, Edge, ModuleInfo, Node,
+    op_constants,
+)
 
 FORMAT_VERSION = 1
 HEADER = f"# graphviz-autograd graph structure, format {FORMAT_VERSION}"
@@ -44,6 +47,8 @@ _PLAIN = re.compile(r"[\w.\[\]()<>,:+/-]+")
 # or that cannot be written as UTF-8.
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\S+')
+# The field of an op's numbers (see _node_fields), written as its box writes them.
+_WITH = "with"
 _UNKNOWN = "unknown"  # the kind of an id an edge names but no node has (hand-made graphs)
 
 
@@ -178,6 +183,12 @@ def _node_fields(node: Node, show_attrs: bool, show_device: bool) -> list[str]:
     if show_attrs or node.kind in (MODULE, NO_GRAD, SAVED):
         # Ports (where a tensor crosses a module call) are how a page names its borders, not the graph.
         fields.extend(f"attr.{word(key)}={word(value)}" for key, value in node.attrs if key != PORT_ATTR)
+    else:
+        # The numbers an op takes (x * 0.5, variance + eps) are part of it, as its box says
+        # ("with variance_epsilon=1e-06"): a changed epsilon is a changed line.
+        constants = op_constants(node)
+        if constants:
+            fields.append(f"{_WITH}={word(', '.join(constants))}")
     return sorted(fields)
 
 
@@ -267,7 +278,8 @@ def structure_graph(text: str) -> AutogradGraph:
             nodes.append(Node(
                 node_id, kind, parsed.label, shape=_read_shape(fields.get("shape")), dtype=fields.get("dtype"),
                 device=fields.get("device"), note=fields.get("reason", fields.get("note", "")), module=fields.get("module", ""),
-                attrs=tuple((key[5:], value) for key, value in sorted(fields.items()) if key.startswith("attr.")),
+                attrs=tuple((key[5:], value) for key, value in sorted(fields.items()) if key.startswith("attr."))
+                + tuple((CONSTANT_ATTR, value) for value in (fields[_WITH].split(", ") if _WITH in fields else ())),
             ))
             if mark.startswith("&"):
                 anchors[mark[1:]] = node_id
