@@ -93,6 +93,64 @@ def test_the_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_o
     assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
 
 
+def test_runs_of_blocks_are_candidates_timed_by_their_blocks_and_dropping_what_passes_between_them(wide):
+    _, profile = wide
+    candidates = {m.path: m for m in profile.memory.modules}
+    assert {"blocks.0-1", "blocks.1-3", "blocks.0-3"} <= set(candidates)
+    assert candidates["blocks.0-3"].type_name == "MLP x4"
+    run, first, second = candidates["blocks.0-1"], candidates["blocks.0"], candidates["blocks.1"]
+    assert run.forward_time == pytest.approx(first.forward_time + second.forward_time)
+    # The output of blocks.0, kept by a checkpoint of either block, is dropped by one of both.
+    assert run.saved_at_peak > first.saved_at_peak + second.saved_at_peak
+    assert not any(path in candidates for path in ("blocks", ""))  # the list itself runs nothing
+
+
+def test_the_advice_takes_the_cheapest_candidate_that_reaches_the_target_alone(wide):
+    _, profile = wide
+    plan = profile.memory.advice(0.9)
+    # blocks.0-3 would reach it too, for the forward time of four blocks.
+    assert plan.paths == ("blocks.0",) and plan.reached
+    assert plan.extra_time == next(m.forward_time for m in profile.memory.modules if m.path == "blocks.0")
+
+
+class Chained(nn.Module):
+    def __init__(self, chained: bool = True) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP(8, 16) for _ in range(4)])
+        self.chained = chained
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.chained:  # every block on the input: no run of them can be one checkpoint
+            return sum(block(x) for block in self.blocks)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_a_run_of_blocks_checkpointed_as_one_gives_the_same_gradients_and_is_undone():
+    torch.manual_seed(0)
+    model, x = Chained(), torch.randn(3, 8)
+    model(x).square().sum().backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    calls = []
+    model.blocks[2].register_forward_hook(lambda *_: calls.append(2))
+    with apply_checkpointing(model, ["blocks.1-3"]):
+        model(x).square().sum().backward()
+    assert not any("forward" in vars(module) for module in model.modules())
+    assert all(torch.allclose(p.grad, expected[name]) for name, p in model.named_parameters())
+    # blocks.2 ran in the forward, again when backward remade the run, and was called by the loop.
+    assert len(calls) == 3
+
+
+def test_a_run_of_blocks_that_are_not_called_one_on_anothers_output_is_a_named_error():
+    model = Chained(chained=False)
+    with apply_checkpointing(model, ["blocks.0-1"]), pytest.raises(OptionError, match="one by one"):
+        model(torch.randn(3, 8))
+    with pytest.raises(OptionError, match="no module 'blocks.2-5'"):
+        apply_checkpointing(model, ["blocks.2-5"])
+
+
 def test_the_overlay_puts_the_saved_bytes_on_the_graphs_nodes_and_sums_them_onto_modules(wide):
     _, profile = wide
     overlay = profile.memory.overlay()
