@@ -44,14 +44,14 @@ from .profiling import ResNet18
 TARGETS = (0.85, 0.7)
 
 
-def gpt2_case(device: str, layers: int, seq_len: int) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
+def gpt2_case(device: str, layers: int, batch: int, seq_len: int) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
     import transformers
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=layers, attn_implementation="eager", use_cache=False)
     model = transformers.GPT2LMHeadModel(config).to(device)
-    ids = torch.randint(0, config.vocab_size, (2, seq_len), device=device)
+    ids = torch.randint(0, config.vocab_size, (batch, seq_len), device=device)
     return model, {"input_ids": ids, "labels": ids}, lambda out: out.loss
 
 
@@ -65,9 +65,10 @@ def call(model: nn.Module, inputs: Any) -> Any:
     return model(**inputs) if isinstance(inputs, dict) else model(inputs)
 
 
-def plain_step_time(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str) -> float:
+def plain_step_time(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
+                    repeats: int = 3) -> float:
     times = []
-    for _ in range(3):
+    for _ in range(repeats):
         optimizer.zero_grad(set_to_none=True)
         started = time.perf_counter()
         loss(call(model, inputs)).backward()
@@ -100,39 +101,60 @@ def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], 
     return "; ".join(parts)
 
 
-def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool) -> None:
+def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
+                      paths: tuple[str, ...], rounds: int) -> tuple[float, float]:
+    """The median step time without and with ``paths`` checkpointed, their steps taken in turn
+    (plain, checkpointed, plain, ...) so that a machine busy with other work slows both alike."""
+    from graphviz_autograd.checks.memory import apply_checkpointing
+
+    plain, checkpointed = [], []
+    for _ in range(rounds):
+        plain.append(plain_step_time(model, inputs, loss, optimizer, device, repeats=1))
+        with apply_checkpointing(model, paths):
+            checkpointed.append(plain_step_time(model, inputs, loss, optimizer, device, repeats=1))
+    return statistics.median(plain), statistics.median(checkpointed)
+
+
+def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool,
+             rounds: int) -> None:
     optimizer = torch.optim.AdamW(model.parameters()) if adamw else torch.optim.SGD(model.parameters(), lr=1e-3)
     # One plain step first, so that the optimizer's state exists as in the measured steps.
     plain_step_time(model, inputs, loss, optimizer, device)
     profile = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1)
     memory = profile.memory
     assert memory is not None
-    plain = plain_step_time(model, inputs, loss, optimizer, device)
     print(f"\n== {name} on {device}: peak {format_bytes(int(memory.peak))} in the {memory.peak_phase}")
     print("ours:       " + ", ".join(f"{k} {format_bytes(int(v))}" for k, v in memory.at_peak.items()))
     tracked = memtracker_split(model, inputs, loss, optimizer)
     print("MemTracker: " + (tracked if tracked is not None else "not in this torch"))
     print(f"measuring memory: {memory.measure_time / memory.plain_step_time:.2f} times a plain step "
-          f"({memory.measure_time:.2f} s over {memory.plain_step_time:.3f} s); plain step {plain:.3f} s")
+          f"({memory.measure_time:.2f} s over {memory.plain_step_time:.3f} s)")
     for target in TARGETS:
         plan = memory.advice(target)
         with plan.apply(model):
-            after = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1).memory
-            checkpointed = plain_step_time(model, inputs, loss, optimizer, device)
+            after = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1, memory=True).memory
         assert after is not None
-        print(f"target {target:.2f} ({format_bytes(int(plan.target))}): {len(plan.modules)} modules "
-              f"{', '.join(plan.paths) or '-'}")
-        print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))} "
-              f"(predicted/measured {plan.predicted_peak / after.peak:.3f}); extra time predicted "
-              f"{plan.extra_time:.3f} s, measured {checkpointed - plain:.3f} s")
+        plain, checkpointed = paired_step_times(model, inputs, loss, optimizer, device, plan.paths, rounds)
+        extra = checkpointed - plain
+        peak_ratio = plan.predicted_peak / after.peak
+        time_ratio = extra / plan.extra_time if plan.extra_time > 0 else float("nan")
+        print(f"target {target:.2f} ({format_bytes(int(plan.target))}): {len(plan.modules)} checkpoints "
+              f"{', '.join(plan.paths) or '-'}{'' if plan.reached else ' (out of reach)'}")
+        print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))}: "
+              f"predicted/measured {peak_ratio:.3f} ({'within' if abs(peak_ratio - 1) <= 0.10 else 'MISSES'} 10%)")
+        print(f"  extra step time predicted {plan.extra_time:.3f} s, measured {extra:.3f} s "
+              f"(median of {rounds} steps each way: {plain:.3f} s -> {checkpointed:.3f} s): measured/predicted "
+              f"{time_ratio:.3f} ({'within' if abs(time_ratio - 1) <= 0.20 else 'MISSES'} 20%)")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", choices=("gpt2", "resnet18"))
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=3, help="steps timed each way (plain, checkpointed) per target")
     parser.add_argument("--adamw", action="store_true",
                         help="step with AdamW (its state and scratch often make the optimizer step the peak) instead of SGD")
     args = parser.parse_args(argv)
@@ -140,10 +162,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"torch {torch.__version__}, {args.device}")
     for name in args.only or ("gpt2", "resnet18"):
         if name == "gpt2":
-            run_case(f"GPT-2 ({args.layers} layers, 2x{args.seq_len} tokens)", *gpt2_case(args.device, args.layers, args.seq_len),
-                     args.device, args.adamw)
+            run_case(f"GPT-2 ({args.layers} layers, {args.batch}x{args.seq_len} tokens)",
+                     *gpt2_case(args.device, args.layers, args.batch, args.seq_len), args.device, args.adamw, args.rounds)
         else:
-            run_case("ResNet-18 (8 images of 128x128)", *resnet18_case(args.device), args.device, args.adamw)
+            run_case("ResNet-18 (8 images of 128x128)", *resnet18_case(args.device), args.device, args.adamw, args.rounds)
     return 0
 
 

@@ -253,6 +253,9 @@ class StepMemory:
     it by kind (:data:`KINDS`); ``node_activations`` holds the bytes saved for backward and
     alive at the peak per node id of the profile's graph, ``modules`` each module's
     checkpoint candidate numbers, most saved first. ``source`` says where the bytes came from.
+    ``timeline_kinds`` splits each point of the timeline by kind, and ``saved_by_node`` says
+    when each node's saved tensors were made and last read: what :meth:`page_data` gives the
+    explorer's memory strip.
     """
 
     device: str
@@ -271,6 +274,10 @@ class StepMemory:
     plain_step_time: float = 0.0
     notes: tuple[str, ...] = ()
     graph: Optional[AutogradGraph] = field(default=None, compare=False, repr=False)
+    # Per point of the timeline, its bytes by kind (:data:`KINDS`, in order); per node id, the
+    # tensors it saved for backward: (seconds when saved, when last read in backward, bytes).
+    timeline_kinds: tuple[tuple[float, ...], ...] = ()
+    saved_by_node: Mapping[str, tuple[tuple[float, float, float], ...]] = field(default_factory=dict)
 
     def activations_by_module(self) -> list[tuple[str, float]]:
         """``(module path, bytes)`` saved for backward and alive at the peak, submodules'
@@ -355,6 +362,26 @@ class StepMemory:
         lines += [f"note: {n}\n" for n in self.notes]
         return "".join(lines)
 
+    def page_data(self) -> dict[str, Any]:
+        """The step's memory as the explorer's strip draws it: the timeline (seconds, bytes, phase,
+        and bytes per kind), the peak, and per node id of :attr:`graph` when each tensor it saved
+        for backward was made and last read (``[saved, read, bytes]``).
+
+        >>> memory = StepMemory("cpu", "", 10.0, 0.5, "backward", {}, 4.0, ((0.0, 4.0, "forward"), (0.5, 10.0, "backward")),
+        ...                     {}, {}, (), {}, timeline_kinds=((4, 0, 0, 0, 0), (4, 1, 0, 5, 0)), saved_by_node={"n3": ((0.1, 0.6, 5.0),)})
+        >>> data = memory.page_data()
+        >>> data["points"][1], data["saved"]
+        ([0.5, 10.0, 'backward', [4.0, 1.0, 0.0, 5.0, 0.0]], {'n3': [[0.1, 0.6, 5.0]]})
+        """
+        kinds = self.timeline_kinds if len(self.timeline_kinds) == len(self.timeline) else ()
+        return {
+            "device": self.device, "peak": self.peak, "peak_time": self.peak_time, "peak_phase": self.peak_phase,
+            "kinds": list(KINDS),
+            "points": [[t, b, phase, [float(v) for v in kinds[i]] if kinds else []]
+                       for i, (t, b, phase) in enumerate(self.timeline)],
+            "saved": {node_id: [list(s) for s in saved] for node_id, saved in self.saved_by_node.items()},
+        }
+
     def to_dict(self, target: Optional[float] = None) -> dict[str, Any]:
         return {
             "device": self.device, "source": self.source, "peak": self.peak, "peak_time": self.peak_time,
@@ -363,6 +390,8 @@ class StepMemory:
             "module_activations": dict(self.module_activations),
             "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
             "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "notes": list(self.notes),
+            "timeline_kinds": [list(k) for k in self.timeline_kinds],
+            "saved_by_node": {n: [list(s) for s in saved] for n, saved in self.saved_by_node.items()},
             "advice": self.advice(target).to_dict(),
         }
 
@@ -376,6 +405,9 @@ class StepMemory:
             modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
             notes=tuple(data.get("notes", ())),
+            timeline_kinds=tuple(tuple(float(v) for v in k) for k in data.get("timeline_kinds", ())),
+            saved_by_node={n: tuple((float(a), float(b), float(c)) for a, b, c in saved)
+                           for n, saved in data.get("saved_by_node", {}).items()},
         )
 
 
@@ -669,13 +701,53 @@ def measure_memory(
                ACTIVATIONS: activations, TEMPORARIES: temporaries}
 
     modules = _candidates(graph, model, alive_storages, lifetimes, module_inputs, module_outputs, forward_times)
+    timeline = _thinned(points, begin, phase_at)
+    saved_by_node: dict[str, list[tuple[float, float, float]]] = {}
+    for node_id, size, packed_s, read_s, _ in lifetimes.values():
+        if node_id is not None:
+            saved_by_node.setdefault(node_id, []).append((round(packed_s, 6), round(read_s, 6), size))
     return StepMemory(
         device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
-        at_peak=at_peak, start_bytes=start_bytes, timeline=_thinned(points, begin, phase_at), node_activations=node_activations,
+        at_peak=at_peak, start_bytes=start_bytes, timeline=timeline, node_activations=node_activations,
         module_activations=_by_module(graph, node_activations),
         modules=modules, phase_peaks=phase_peaks, measure_time=measure_time, plain_step_time=plain, notes=tuple(notes),
         graph=graph,
+        timeline_kinds=_kinds_over_time(
+            timeline, parameter_bytes, state_bytes, [((made - begin) / 1e9, size) for made, size in grads],
+            [(packed, read, size) for _, size, packed, read, _ in lifetimes.values()]),
+        saved_by_node={n: tuple(sorted(saved)) for n, saved in sorted(saved_by_node.items())},
     )
+
+
+def _kinds_over_time(timeline: Sequence[tuple[float, float, str]], parameters: float, optimizer_state: float,
+                     grads: Sequence[tuple[float, float]], saved: Sequence[tuple[float, float, float]]) -> tuple[tuple[float, ...], ...]:
+    """Each point of ``timeline`` split by kind (:data:`KINDS`): the parameters and optimizer
+    state throughout, the gradients made by then, the saved tensors made and not yet read for the
+    last time, and the rest of the bytes alive as temporaries.
+
+    >>> _kinds_over_time([(0.0, 10.0, "forward"), (1.0, 19.0, "backward")], 8.0, 0.0, [(0.5, 4.0)], [(0.0, 0.8, 2.0)])
+    ((8.0, 0.0, 0.0, 2.0, 0.0), (8.0, 4.0, 0.0, 0.0, 7.0))
+    """
+    # Three sweeps over sorted times: gradients made, tensors saved, tensors read for the last time.
+    made = sorted(grads)
+    packed = sorted((a, size) for a, _, size in saved)
+    ended = sorted((b, size) for _, b, size in saved)
+    at = [0, 0, 0]
+    grad_bytes = saved_bytes = 0.0
+    rows: list[tuple[float, ...]] = []
+    for when, total, _ in timeline:
+        while at[0] < len(made) and made[at[0]][0] <= when:
+            grad_bytes += made[at[0]][1]
+            at[0] += 1
+        while at[1] < len(packed) and packed[at[1]][0] <= when:
+            saved_bytes += packed[at[1]][1]
+            at[1] += 1
+        while at[2] < len(ended) and ended[at[2]][0] < when:
+            saved_bytes -= ended[at[2]][1]
+            at[2] += 1
+        rest = max(0.0, total - parameters - optimizer_state - grad_bytes - saved_bytes)
+        rows.append((parameters, grad_bytes, optimizer_state, saved_bytes, rest))
+    return tuple(rows)
 
 
 def _by_module(graph: AutogradGraph, node_activations: Mapping[str, float]) -> dict[str, float]:

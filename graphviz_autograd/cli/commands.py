@@ -868,6 +868,7 @@ def _explore(
     return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
                    expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,
                    overlays=measured.overlays() if measured else (),
+                   memory=getattr(measured, "memory", None),
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 
