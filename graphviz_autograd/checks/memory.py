@@ -303,7 +303,8 @@ class StepMemory:
         ``transformer.h.0-5``) drops its saved tensors from the measured timeline for its
         forward time (measured). Each time, of the candidates that share no module with one
         chosen, the cheapest that alone brings the predicted peak under the target is taken;
-        when none does, the one that lowers the peak most per second of recomputing, and so on.
+        when none does, the one that lowers the peak most per second of recomputing (of those
+        that lower it by a hundredth of what is left to go, at least), and so on.
         A module that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
         ``transformer.h.11``) is never taken: its run of all blocks drops the same tensors."""
         goal = _target_bytes(target, self.peak)
@@ -322,7 +323,9 @@ class StepMemory:
             while predicted > goal:
                 options = [(float((alive - dropped[m.path]).max()), m) for m in self.modules
                            if m.path in dropped and not any(_overlapping(m.path, c.path) for c in chosen)]
-                options = [(peak, m) for peak, m in options if peak < predicted]
+                # A candidate that lowers the peak by less than a hundredth of what is left to go
+                # (a batch norm's few saved bytes) is not worth a checkpoint of its own.
+                options = [(peak, m) for peak, m in options if predicted - peak > 0.01 * (predicted - goal)]
                 if not options:
                     break
                 enough = [(m.forward_time, peak, m.path, m) for peak, m in options if peak <= goal]
@@ -703,9 +706,9 @@ def measure_memory(
     modules = _candidates(graph, model, alive_storages, lifetimes, module_inputs, module_outputs, forward_times)
     timeline = _thinned(points, begin, phase_at)
     saved_by_node: dict[str, list[tuple[float, float, float]]] = {}
-    for node_id, size, packed_s, read_s, _ in lifetimes.values():
-        if node_id is not None:
-            saved_by_node.setdefault(node_id, []).append((round(packed_s, 6), round(read_s, 6), size))
+    for saver, nbytes, packed_s, read_s, _ in lifetimes.values():
+        if saver is not None:
+            saved_by_node.setdefault(saver, []).append((round(packed_s, 6), round(read_s, 6), nbytes))
     return StepMemory(
         device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
         at_peak=at_peak, start_bytes=start_bytes, timeline=timeline, node_activations=node_activations,
