@@ -239,3 +239,21 @@ def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_i
     assert bad.exit_code == 1 and "a target peak is a fraction of the peak" in bad.output
     plain = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--no-memory", "--json"])
     assert "memory" not in json.loads(plain.output)
+
+
+def test_render_profile_writes_a_page_with_the_steps_memory(tmp_path):
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli.commands import main
+
+    target = tmp_path / "mnist.html"
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "--profile", "-o", str(target), "-q"])
+    assert result.exit_code == 0, result.output
+    text = target.read_text()
+    data = json.loads(text[text.index('id="graph-data">') + len('id="graph-data">'):text.index("</script>")])
+    memory = data["memory"]
+    assert memory["kinds"] == list(KINDS) and memory["peak"] > 0
+    assert all(len(point[3]) == len(KINDS) for point in memory["points"])
+    # Saved tensors by page node index, each [saved at, last read at, bytes].
+    assert memory["saved"] and all(0 <= k < len(data["nodes"]) and spans[0][0] <= spans[0][1]
+                                   for k, spans in memory["saved"])
