@@ -487,7 +487,7 @@ def check_command(
               help="List the N modules and the N ops with the most of each measure.")
 @click.option("--json", "as_json", is_flag=True, help="Write every node's measurements as JSON instead of the tables.")
 @click.option("--memory/--no-memory", default=True, show_default=True,
-              help="Measure the step's memory too (two more steps): the peak, what is alive at it, what to checkpoint.")
+              help="Measure the step's memory too (three more steps): the peak, what is alive at it, what to checkpoint.")
 @click.option("--memory-target", default="0.75", show_default=True, metavar="TARGET",
               help="The peak the checkpoint advice aims under: a fraction of the measured peak (0.75) or bytes (300MiB).")
 @_progress_options
