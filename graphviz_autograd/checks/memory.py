@@ -56,10 +56,12 @@ TIMELINE_POINTS = 1000
 
 @dataclass(frozen=True)
 class ModuleMemory:
-    """What checkpointing one module would change: the bytes it saves for backward that are
-    alive at the peak and would be dropped (its inputs and outputs stay: a checkpoint keeps
-    its inputs, the next module saves its outputs), and its forward time (measured), what
-    backward would spend again to recompute them."""
+    """What checkpointing one module, or one run of consecutive alike blocks, would change: the
+    bytes it saves for backward that are alive at the peak and would be dropped (its inputs and
+    outputs stay: a checkpoint keeps its inputs, the next module saves its outputs), and its
+    forward time (measured; a run's is its blocks'), what backward would spend again to
+    recompute them. A run's ``path`` is its list's and the numbers of its first and last
+    blocks (``transformer.h.0-5``), its ``type_name`` the blocks' class and count (``GPT2Block x6``)."""
 
     path: str
     type_name: str
