@@ -67,10 +67,11 @@ def test_choosing_a_moment_marks_the_modules_whose_saved_tensors_are_alive_then(
     with Page(browser, path) as page:
         strip = page.page.locator("#memory-strip")
         assert page.page.locator("g.memory-alive").count() == 0
-        # A click where the peak is drawn: every block's saved tensors wait for backward then.
-        peak = strip.locator("circle.peak")
-        box = peak.bounding_box()
-        page.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        # A click at the end of the forward (just left of where the backward begins): every
+        # block's saved tensors wait for backward then.
+        backward = strip.locator("line.phase").nth(1).bounding_box()
+        box = strip.locator("circle.peak").bounding_box()
+        page.page.mouse.click(backward["x"] - 3, backward["y"] + backward["height"] / 2)
         moment = page.page.locator("#memory-moment").text_content()
         assert moment.startswith("at ") and "saved for backward" in moment
         page.page.evaluate("window.explorer.open(window.explorer.levelByPath.get('blocks.0'))")
