@@ -93,6 +93,92 @@ def test_the_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_o
     assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
 
 
+def test_runs_of_blocks_are_candidates_timed_by_their_blocks_and_dropping_what_passes_between_them(wide):
+    _, profile = wide
+    candidates = {m.path: m for m in profile.memory.modules}
+    assert {"blocks.0-1", "blocks.1-3", "blocks.0-3"} <= set(candidates)
+    assert candidates["blocks.0-3"].type_name == "MLP x4"
+    run, first, second = candidates["blocks.0-1"], candidates["blocks.0"], candidates["blocks.1"]
+    assert run.forward_time == pytest.approx(first.forward_time + second.forward_time)
+    # The output of blocks.0, kept by a checkpoint of either block, is dropped by one of both.
+    assert run.saved_at_peak > first.saved_at_peak + second.saved_at_peak
+    assert not any(path in candidates for path in ("blocks", ""))  # the list itself runs nothing
+
+
+def test_the_advice_takes_the_cheapest_candidate_that_reaches_the_target_alone(wide):
+    _, profile = wide
+    plan = profile.memory.advice(0.9)
+    # blocks.0-3 would reach it too, for the forward time of four blocks.
+    assert plan.paths == ("blocks.0",) and plan.reached
+    assert plan.extra_time == next(m.forward_time for m in profile.memory.modules if m.path == "blocks.0")
+
+
+class Chained(nn.Module):
+    def __init__(self, chained: bool = True) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP(8, 16) for _ in range(4)])
+        self.chained = chained
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.chained:  # every block on the input: no run of them can be one checkpoint
+            return sum(block(x) for block in self.blocks)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+class SixAlike(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP(32, 512) for _ in range(6)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_a_run_of_blocks_advised_lowers_the_peak_to_within_a_tenth_of_its_prediction():
+    torch.manual_seed(0)
+    model, x = SixAlike(), torch.randn(512, 32)
+
+    def measured() -> StepMemory:
+        return profile_step(model, x, loss=lambda out: out.square().mean(), steps=1).memory
+
+    before = measured()
+    plan = before.advice(0.6)
+    # A run of the first blocks, which wait longest for their backward, drops the most per block.
+    assert plan.reached and any("-" in path for path in plan.paths), plan.paths
+    with plan.apply(model):
+        after = measured()
+    assert after.peak < 0.7 * before.peak
+    assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
+
+
+def test_a_run_of_blocks_checkpointed_as_one_gives_the_same_gradients_and_is_undone():
+    torch.manual_seed(0)
+    model, x = Chained(), torch.randn(3, 8)
+    model(x).square().sum().backward()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    calls = []
+    model.blocks[2].register_forward_hook(lambda *_: calls.append(2))
+    with apply_checkpointing(model, ["blocks.1-3"]):
+        model(x).square().sum().backward()
+    assert not any("forward" in vars(module) for module in model.modules())
+    assert all(torch.allclose(p.grad, expected[name]) for name, p in model.named_parameters())
+    # blocks.2 ran in the forward, again when backward remade the run, and was called by the loop.
+    assert len(calls) == 3
+
+
+def test_a_run_of_blocks_that_are_not_called_one_on_anothers_output_is_a_named_error():
+    model = Chained(chained=False)
+    with apply_checkpointing(model, ["blocks.0-1"]), pytest.raises(OptionError, match="one by one"):
+        model(torch.randn(3, 8))
+    with pytest.raises(OptionError, match="no module 'blocks.2-5'"):
+        apply_checkpointing(model, ["blocks.2-5"])
+
+
 def test_the_overlay_puts_the_saved_bytes_on_the_graphs_nodes_and_sums_them_onto_modules(wide):
     _, profile = wide
     overlay = profile.memory.overlay()
@@ -181,3 +267,21 @@ def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_i
     assert bad.exit_code == 1 and "a target peak is a fraction of the peak" in bad.output
     plain = CliRunner().invoke(main, ["profile", model, "--steps", "1", "-q", "--no-memory", "--json"])
     assert "memory" not in json.loads(plain.output)
+
+
+def test_render_profile_writes_a_page_with_the_steps_memory(tmp_path):
+    from click.testing import CliRunner
+
+    from graphviz_autograd.cli.commands import main
+
+    target = tmp_path / "mnist.html"
+    result = CliRunner().invoke(main, ["render", "samples/mnist_cnn.py", "--profile", "-o", str(target), "-q"])
+    assert result.exit_code == 0, result.output
+    text = target.read_text()
+    data = json.loads(text[text.index('id="graph-data">') + len('id="graph-data">'):text.index("</script>")])
+    memory = data["memory"]
+    assert memory["kinds"] == list(KINDS) and memory["peak"] > 0
+    assert all(len(point[3]) == len(KINDS) for point in memory["points"])
+    # Saved tensors by page node index, each [saved at, last read at, bytes].
+    assert memory["saved"] and all(0 <= k < len(data["nodes"]) and spans[0][0] <= spans[0][1]
+                                   for k, spans in memory["saved"])

@@ -17,8 +17,9 @@ gradient was made. What is alive at the peak is then split into
   yet unpacked for the last time, per node and rolled up by module;
 - ``temporaries``: the rest (outputs not saved, gradients on their way through backward).
 
-A plain step before it times each module's forward pass (hooks before and after each
-call), the time a ``torch.utils.checkpoint`` of it would spend again in backward.
+Two plain steps before it time each module's forward pass (hooks before and after each
+call; the faster of its two times), the time a ``torch.utils.checkpoint`` of it would spend
+again in backward.
 :meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
 under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
 
@@ -55,10 +56,12 @@ TIMELINE_POINTS = 1000
 
 @dataclass(frozen=True)
 class ModuleMemory:
-    """What checkpointing one module would change: the bytes it saves for backward that are
-    alive at the peak and would be dropped (its inputs and outputs stay: a checkpoint keeps
-    its inputs, the next module saves its outputs), and its forward time (measured), what
-    backward would spend again to recompute them."""
+    """What checkpointing one module, or one run of consecutive alike blocks, would change: the
+    bytes it saves for backward that are alive at the peak and would be dropped (its inputs and
+    outputs stay: a checkpoint keeps its inputs, the next module saves its outputs), and its
+    forward time (measured; a run's is its blocks'), what backward would spend again to
+    recompute them. A run's ``path`` is its list's and the numbers of its first and last
+    blocks (``transformer.h.0-5``), its ``type_name`` the blocks' class and count (``GPT2Block x6``)."""
 
     path: str
     type_name: str
@@ -166,7 +169,9 @@ class AppliedCheckpoints:
 
 
 def apply_checkpointing(model: Any, paths: Sequence[str]) -> AppliedCheckpoints:
-    """Wrap the modules of ``model`` at ``paths`` in non-reentrant ``torch.utils.checkpoint``.
+    """Wrap the modules of ``model`` at ``paths`` in non-reentrant ``torch.utils.checkpoint``;
+    a path ``h.0-5`` is a run of blocks, checkpointed as one (their saved tensors made again at
+    once in backward, only the first block's input kept).
 
     >>> import torch
     >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
@@ -175,22 +180,71 @@ def apply_checkpointing(model: Any, paths: Sequence[str]) -> AppliedCheckpoints:
     True
     >>> "forward" in vars(net[0])
     False
+    >>> deep = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(4)])
+    >>> with apply_checkpointing(deep, ["1-3"]):
+    ...     deep(torch.ones(1, 2)).sum().backward()
     """
     import torch.utils.checkpoint
 
     modules = dict(model.named_modules())
-    missing = [p for p in paths if p not in modules]
+    missing = [p for p in paths if not all(m in modules for m in run_members(p))]
     if missing:
         raise OptionError(f"{type(model).__name__} has no module {missing[0]!r} to checkpoint; give paths of "
-                          f"model.named_modules() (the plan was made for another model?).")
+                          f"model.named_modules() or runs of their numbered blocks (h.0-5) "
+                          f"(the plan was made for another model?).")
     wrapped: list[tuple[Any, Optional[Callable[..., Any]]]] = []
     for path in paths:
-        module = modules[path]
-        own = module.__dict__.get("forward")
-        original = module.forward
-        module.forward = functools.partial(torch.utils.checkpoint.checkpoint, original, use_reentrant=False)
-        wrapped.append((module, own))
+        blocks = [modules[m] for m in run_members(path)]
+        wrapped += [(block, block.__dict__.get("forward")) for block in blocks]
+        if len(blocks) == 1:
+            blocks[0].forward = functools.partial(torch.utils.checkpoint.checkpoint, blocks[0].forward, use_reentrant=False)
+        else:
+            _checkpoint_run(path, blocks)
     return AppliedCheckpoints(wrapped, tuple(paths))
+
+
+def _checkpoint_run(path: str, blocks: Sequence[Any]) -> None:
+    """Checkpoint consecutive ``blocks`` as one: the first block's call runs them all (each given
+    the one before's output, or its first item, and the first's other arguments) under one
+    ``torch.utils.checkpoint``, and the calls of the others, which the model still makes, hand on
+    that output. A model that does not call them one after the other on each other's output
+    gets a named error."""
+    import torch.utils.checkpoint
+
+    forwards = [block.forward for block in blocks]
+    state: dict[str, Any] = {"inside": False, "output": None, "next": 0}
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        outer, state["inside"] = state["inside"], True
+        try:
+            output = forwards[0](*args, **kwargs)
+            for block in blocks[1:]:
+                output = block(output[0] if isinstance(output, tuple) else output, *args[1:], **kwargs)
+        finally:
+            state["inside"] = outer
+        return output
+
+    def first(*args: Any, **kwargs: Any) -> Any:
+        output = torch.utils.checkpoint.checkpoint(run, *args, use_reentrant=False, **kwargs)
+        state["output"], state["next"] = output, 1
+        return output
+
+    def handed_on(k: int, *args: Any, **kwargs: Any) -> Any:
+        if state["inside"]:
+            return forwards[k](*args, **kwargs)
+        output = state["output"]
+        given = args[0] if args else None
+        if state["next"] != k or not (given is output or (isinstance(output, tuple) and output and given is output[0])):
+            raise OptionError(f"the run of blocks {path!r} cannot be checkpointed as one: block {k} of it was not "
+                              f"called on the output of the block before it; checkpoint its blocks one by one.")
+        state["next"] = k + 1
+        if k == len(blocks) - 1:  # the last: keep no tensor of this step past it
+            state["output"], state["next"] = None, 0
+        return output
+
+    blocks[0].forward = first
+    for k, block in enumerate(blocks[1:], start=1):
+        block.forward = functools.partial(handed_on, k)
 
 
 @dataclass(frozen=True)
@@ -202,6 +256,9 @@ class StepMemory:
     it by kind (:data:`KINDS`); ``node_activations`` holds the bytes saved for backward and
     alive at the peak per node id of the profile's graph, ``modules`` each module's
     checkpoint candidate numbers, most saved first. ``source`` says where the bytes came from.
+    ``timeline_kinds`` splits each point of the timeline by kind, and ``saved_by_node`` says
+    when each node's saved tensors were made and last read: what :meth:`page_data` gives the
+    explorer's memory strip.
     """
 
     device: str
@@ -220,6 +277,10 @@ class StepMemory:
     plain_step_time: float = 0.0
     notes: tuple[str, ...] = ()
     graph: Optional[AutogradGraph] = field(default=None, compare=False, repr=False)
+    # Per point of the timeline, its bytes by kind (:data:`KINDS`, in order); per node id, the
+    # tensors it saved for backward: (seconds when saved, when last read in backward, bytes).
+    timeline_kinds: tuple[tuple[float, ...], ...] = ()
+    saved_by_node: Mapping[str, tuple[tuple[float, float, float], ...]] = field(default_factory=dict)
 
     def activations_by_module(self) -> list[tuple[str, float]]:
         """``(module path, bytes)`` saved for backward and alive at the peak, submodules'
@@ -238,12 +299,17 @@ class StepMemory:
         )
 
     def advice(self, target: Optional[float] = None) -> CheckpointPlan:
-        """The modules to checkpoint to bring the peak under ``target`` bytes (a number of 1
-        or less is a fraction of the peak; default 0.75): each time the module that lowers the
-        predicted peak most, never a module inside one already chosen (nor around it), nor one
-        that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
-        ``transformer.h.11``): its blocks, checkpointed one by one, drop the same tensors and
-        remake one block's at a time, not all of them at once."""
+        """The modules and runs of blocks to checkpoint to bring the peak under ``target`` bytes
+        (a number of 1 or less is a fraction of the peak; default 0.75).
+
+        Each candidate (:attr:`modules`: a module, or a run of consecutive alike blocks such as
+        ``transformer.h.0-5``) drops its saved tensors from the measured timeline for its
+        forward time (measured). Each time, of the candidates that share no module with one
+        chosen, the cheapest that alone brings the predicted peak under the target is taken;
+        when none does, the one that lowers the peak most per second of recomputing (of those
+        that lower it by a hundredth of what is left to go, at least), and so on.
+        A module that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
+        ``transformer.h.11``) is never taken: its run of all blocks drops the same tensors."""
         goal = _target_bytes(target, self.peak)
         chosen: list[ModuleMemory] = []
         predicted = self.peak
@@ -257,21 +323,23 @@ class StepMemory:
             stacks = _block_holders([(m.path, m.type_name) for m in self.modules])
             dropped = {m.path: torch.tensor([m.dropped_at(t) for t in times], dtype=torch.float64)
                        for m in self.modules if m.saved_at_peak > 0 and m.path not in stacks}
-            # Each time the module that lowers the predicted peak most (the cheaper of equals),
-            # never one inside a module chosen or around it, until the target is met.
             while predicted > goal:
-                best: Optional[tuple[float, float, ModuleMemory]] = None
-                for m in self.modules:
-                    if m.path not in dropped or any(_nested(m.path, c.path) for c in chosen):
-                        continue
-                    peak = float((alive - dropped[m.path]).max())
-                    if peak < predicted and (best is None or (peak, m.forward_time) < best[:2]):
-                        best = (peak, m.forward_time, m)
-                if best is None:
+                options = [(float((alive - dropped[m.path]).max()), m) for m in self.modules
+                           if m.path in dropped and not any(_overlapping(m.path, c.path) for c in chosen)]
+                # A candidate that lowers the peak by less than a hundredth of what is left to go
+                # (a batch norm's few saved bytes) is not worth a checkpoint of its own.
+                options = [(peak, m) for peak, m in options if predicted - peak > 0.01 * (predicted - goal)]
+                if not options:
                     break
-                predicted = best[0]
-                alive = alive - dropped[best[2].path]
-                chosen.append(best[2])
+                enough = [(m.forward_time, peak, m.path, m) for peak, m in options if peak <= goal]
+                if enough:
+                    peak, best = min(enough)[1], min(enough)[3]
+                else:
+                    _, peak, _, best = min((-(predicted - peak) / max(m.forward_time, 1e-6), peak, m.path, m)
+                                           for peak, m in options)
+                predicted = peak
+                alive = alive - dropped[best.path]
+                chosen.append(best)
         return CheckpointPlan(goal, self.peak, predicted, sum(m.forward_time for m in chosen), tuple(chosen),
                               predicted <= goal)
 
@@ -300,6 +368,26 @@ class StepMemory:
         lines += [f"note: {n}\n" for n in self.notes]
         return "".join(lines)
 
+    def page_data(self) -> dict[str, Any]:
+        """The step's memory as the explorer's strip draws it: the timeline (seconds, bytes, phase,
+        and bytes per kind), the peak, and per node id of :attr:`graph` when each tensor it saved
+        for backward was made and last read (``[saved, read, bytes]``).
+
+        >>> memory = StepMemory("cpu", "", 10.0, 0.5, "backward", {}, 4.0, ((0.0, 4.0, "forward"), (0.5, 10.0, "backward")),
+        ...                     {}, {}, (), {}, timeline_kinds=((4, 0, 0, 0, 0), (4, 1, 0, 5, 0)), saved_by_node={"n3": ((0.1, 0.6, 5.0),)})
+        >>> data = memory.page_data()
+        >>> data["points"][1], data["saved"]
+        ([0.5, 10.0, 'backward', [4.0, 1.0, 0.0, 5.0, 0.0]], {'n3': [[0.1, 0.6, 5.0]]})
+        """
+        kinds = self.timeline_kinds if len(self.timeline_kinds) == len(self.timeline) else ()
+        return {
+            "device": self.device, "peak": self.peak, "peak_time": self.peak_time, "peak_phase": self.peak_phase,
+            "kinds": list(KINDS),
+            "points": [[t, b, phase, [float(v) for v in kinds[i]] if kinds else []]
+                       for i, (t, b, phase) in enumerate(self.timeline)],
+            "saved": {node_id: [list(s) for s in saved] for node_id, saved in self.saved_by_node.items()},
+        }
+
     def to_dict(self, target: Optional[float] = None) -> dict[str, Any]:
         return {
             "device": self.device, "source": self.source, "peak": self.peak, "peak_time": self.peak_time,
@@ -308,6 +396,8 @@ class StepMemory:
             "module_activations": dict(self.module_activations),
             "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
             "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "notes": list(self.notes),
+            "timeline_kinds": [list(k) for k in self.timeline_kinds],
+            "saved_by_node": {n: [list(s) for s in saved] for n, saved in self.saved_by_node.items()},
             "advice": self.advice(target).to_dict(),
         }
 
@@ -321,6 +411,9 @@ class StepMemory:
             modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
             notes=tuple(data.get("notes", ())),
+            timeline_kinds=tuple(tuple(float(v) for v in k) for k in data.get("timeline_kinds", ())),
+            saved_by_node={n: tuple((float(a), float(b), float(c)) for a, b, c in saved)
+                           for n, saved in data.get("saved_by_node", {}).items()},
         )
 
 
@@ -343,21 +436,33 @@ def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -
     return sorted(kept, key=lambda row: (-row[1], row[0]))
 
 
+def _block_lists(modules: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """The lists of two or more numbered blocks of one class among ``modules`` (path, class
+    name), by the path holding them, each in its order (a Sequential of a Conv2d and a
+    BatchNorm2d is no list of blocks).
+
+    >>> _block_lists([("t", "M"), ("t.h", "L"), ("t.h.1", "B"), ("t.h.0", "B"), ("t.h.0.d.0", "C"), ("t.h.0.d.1", "N")])
+    {'t.h': ['t.h.0', 't.h.1']}
+    """
+    numbered: dict[str, dict[int, str]] = {}
+    kinds: dict[str, set[str]] = {}
+    for path, type_name in modules:
+        parent, _, last = path.rpartition(".")
+        if last.isdigit():
+            numbered.setdefault(parent, {})[int(last)] = path
+            kinds.setdefault(parent, set()).add(type_name)
+    return {parent: [blocks[k] for k in sorted(blocks)] for parent, blocks in numbered.items()
+            if len(blocks) >= 2 and len(kinds[parent]) == 1}
+
+
 def _block_holders(modules: Sequence[tuple[str, str]]) -> set[str]:
-    """The paths among ``modules`` (path, class name) that hold two or more numbered blocks of
-    one class that are also among them (a Sequential of a Conv2d and a BatchNorm2d is no list of blocks).
+    """The paths among ``modules`` (path, class name) that hold a list of alike blocks that are
+    also among them (:func:`_block_lists`).
 
     >>> sorted(_block_holders([("t", "M"), ("t.h.0", "B"), ("t.h.1", "B"), ("t.h.0.d.0", "C"), ("t.h.0.d.1", "N")]))
     ['t']
     """
-    numbered: dict[str, set[str]] = {}
-    counts: dict[str, int] = {}
-    for path, type_name in modules:
-        parent, _, last = path.rpartition(".")
-        if last.isdigit():
-            numbered.setdefault(parent, set()).add(type_name)
-            counts[parent] = counts.get(parent, 0) + 1
-    lists = [parent for parent, kinds in numbered.items() if counts[parent] >= 2 and len(kinds) == 1]
+    lists = list(_block_lists(modules))
     paths = [path for path, _ in modules]
     return {p for p in paths if any(parent == p or parent.startswith(p + ".") or (p == "" and parent) for parent in lists)}
 
@@ -368,6 +473,27 @@ def _share(value: float, whole: float) -> str:
 
 def _nested(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+_RUN = re.compile(r"^(?:(.*)\.)?(\d+)-(\d+)$")
+
+
+def run_members(path: str) -> list[str]:
+    """The blocks a candidate runs: a run ``h.2-4`` its blocks, a module itself.
+
+    >>> run_members("transformer.h.2-4"), run_members("layer1.0")
+    (['transformer.h.2', 'transformer.h.3', 'transformer.h.4'], ['layer1.0'])
+    """
+    match = _RUN.match(path)
+    if not match:
+        return [path]
+    holder, first, last = match.group(1), int(match.group(2)), int(match.group(3))
+    return [f"{holder}.{k}" if holder is not None else str(k) for k in range(first, last + 1)]
+
+
+def _overlapping(a: str, b: str) -> bool:
+    """Whether two candidates (modules or runs of blocks) share a module, or one holds the other."""
+    return any(_nested(x, y) for x in run_members(a) for y in run_members(b))
 
 
 _SIZE = re.compile(r"^\s*([0-9.]+)\s*([KMGT]?i?B)?\s*$", re.IGNORECASE)
@@ -462,15 +588,19 @@ def measure_memory(
     optimizer = runner.optimizer
     notes: list[str] = []
 
-    # Plain step: its time is what measuring memory is compared with; module hooks time each forward.
+    # Two plain steps: the faster is what measuring memory is compared with; module hooks time each
+    # forward in both, and each module's faster time is kept (a machine busy with other work only
+    # ever adds to a time, and a checkpoint's extra time is predicted from these).
     forward_times: dict[str, float] = {}
-    plain_started = time.perf_counter()
-    with _module_timer(model, runner.synchronize, forward_times):
-        runner.step("the step timing each module")
-    plain = time.perf_counter() - plain_started
-    timer_free_started = time.perf_counter()
-    runner.step("a plain step")
-    plain = min(plain, time.perf_counter() - timer_free_started)
+    plain = math.inf
+    for which in ("first", "second"):
+        times: dict[str, float] = {}
+        plain_started = time.perf_counter()
+        with _module_timer(model, runner.synchronize, times):
+            runner.step(f"the {which} step timing each module")
+        plain = min(plain, time.perf_counter() - plain_started)
+        for path, seconds in times.items():
+            forward_times[path] = min(forward_times.get(path, math.inf), seconds)
 
     parameters: dict[int, float] = {}
     if model is not None:
@@ -501,10 +631,11 @@ def measure_memory(
         torch.cuda.reset_peak_memory_stats(device)
     else:
         start_bytes = float(sum(parameters.values()) + sum(state.values()) + sum(inputs.values()))
-    boundaries: dict[str, set[int]] = {}
+    module_inputs: dict[str, set[int]] = {}
+    module_outputs: dict[str, set[int]] = {}
     measure_started = time.perf_counter()
     try:
-        with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack), _module_boundaries(model, boundaries):
+        with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack), _module_boundaries(model, module_inputs, module_outputs):
             events, base = profiled_step()
     finally:
         for handle in handles:
@@ -579,14 +710,54 @@ def measure_memory(
     at_peak = {PARAMETERS: parameter_bytes, GRADIENTS: gradients, OPTIMIZER_STATE: state_bytes,
                ACTIVATIONS: activations, TEMPORARIES: temporaries}
 
-    modules = _candidates(graph, model, alive_storages, lifetimes, boundaries, forward_times)
+    modules = _candidates(graph, model, alive_storages, lifetimes, module_inputs, module_outputs, forward_times)
+    timeline = _thinned(points, begin, phase_at)
+    saved_by_node: dict[str, list[tuple[float, float, float]]] = {}
+    for saver, nbytes, packed_s, read_s, _ in lifetimes.values():
+        if saver is not None:
+            saved_by_node.setdefault(saver, []).append((round(packed_s, 6), round(read_s, 6), nbytes))
     return StepMemory(
         device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
-        at_peak=at_peak, start_bytes=start_bytes, timeline=_thinned(points, begin, phase_at), node_activations=node_activations,
+        at_peak=at_peak, start_bytes=start_bytes, timeline=timeline, node_activations=node_activations,
         module_activations=_by_module(graph, node_activations),
         modules=modules, phase_peaks=phase_peaks, measure_time=measure_time, plain_step_time=plain, notes=tuple(notes),
         graph=graph,
+        timeline_kinds=_kinds_over_time(
+            timeline, parameter_bytes, state_bytes, [((made - begin) / 1e9, size) for made, size in grads],
+            [(packed, read, size) for _, size, packed, read, _ in lifetimes.values()]),
+        saved_by_node={n: tuple(sorted(saved)) for n, saved in sorted(saved_by_node.items())},
     )
+
+
+def _kinds_over_time(timeline: Sequence[tuple[float, float, str]], parameters: float, optimizer_state: float,
+                     grads: Sequence[tuple[float, float]], saved: Sequence[tuple[float, float, float]]) -> tuple[tuple[float, ...], ...]:
+    """Each point of ``timeline`` split by kind (:data:`KINDS`): the parameters and optimizer
+    state throughout, the gradients made by then, the saved tensors made and not yet read for the
+    last time, and the rest of the bytes alive as temporaries.
+
+    >>> _kinds_over_time([(0.0, 10.0, "forward"), (1.0, 19.0, "backward")], 8.0, 0.0, [(0.5, 4.0)], [(0.0, 0.8, 2.0)])
+    ((8.0, 0.0, 0.0, 2.0, 0.0), (8.0, 4.0, 0.0, 0.0, 7.0))
+    """
+    # Three sweeps over sorted times: gradients made, tensors saved, tensors read for the last time.
+    made = sorted(grads)
+    packed = sorted((a, size) for a, _, size in saved)
+    ended = sorted((b, size) for _, b, size in saved)
+    at = [0, 0, 0]
+    grad_bytes = saved_bytes = 0.0
+    rows: list[tuple[float, ...]] = []
+    for when, total, _ in timeline:
+        while at[0] < len(made) and made[at[0]][0] <= when:
+            grad_bytes += made[at[0]][1]
+            at[0] += 1
+        while at[1] < len(packed) and packed[at[1]][0] <= when:
+            saved_bytes += packed[at[1]][1]
+            at[1] += 1
+        while at[2] < len(ended) and ended[at[2]][0] < when:
+            saved_bytes -= ended[at[2]][1]
+            at[2] += 1
+        rest = max(0.0, total - parameters - optimizer_state - grad_bytes - saved_bytes)
+        rows.append((parameters, grad_bytes, optimizer_state, saved_bytes, rest))
+    return tuple(rows)
 
 
 def _by_module(graph: AutogradGraph, node_activations: Mapping[str, float]) -> dict[str, float]:
@@ -612,35 +783,54 @@ def _thinned(points: list[tuple[int, float]], begin: int, phase_at: Callable[[in
 
 
 def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Optional[str], float]],
-                lifetimes: Mapping[int, tuple[Optional[str], float, float, float, Optional[float]]], boundaries: Mapping[str, set[int]], forward_times: Mapping[str, float]) -> tuple[ModuleMemory, ...]:
-    """Each module (not the model) whose nodes saved bytes alive at the peak, most first; the
-    storages of its inputs and outputs are left out (a checkpoint of it keeps them)."""
+                lifetimes: Mapping[int, tuple[Optional[str], float, float, float, Optional[float]]],
+                inputs: Mapping[str, set[int]], outputs: Mapping[str, set[int]],
+                forward_times: Mapping[str, float]) -> tuple[ModuleMemory, ...]:
+    """Each module (not the model) and each run of two or more consecutive blocks of a list of
+    alike blocks (``transformer.h.0-5``) whose nodes saved bytes alive at the peak, most first.
+    The storages a checkpoint keeps are left out: a module's inputs and outputs; a run's inputs
+    from outside it (its first block's, and what every block is given alike, such as a mask)
+    and its last block's outputs. A run's forward time is its blocks' (each measured)."""
     if model is None:
         return ()
     types = {path: type(m).__name__ for path, m in model.named_modules()}
     module_of = {n.id: module_of_call(n.module) for n in graph.nodes}
-    saved: dict[str, float] = {}
-    for key, (node_id, size) in alive.items():
+    inside: dict[str, list[int]] = {}  # module path -> the storages its nodes saved (its submodules' included)
+    for key, (node_id, *_rest) in lifetimes.items():
         path = module_of.get(node_id or "", "")
         while path:
-            if key not in boundaries.get(path, ()):
-                saved[path] = saved.get(path, 0.0) + size
+            inside.setdefault(path, []).append(key)
             path = path.rpartition(".")[0]
-    intervals: dict[str, list[tuple[float, float, float]]] = {}
-    windows: dict[str, list[float]] = {}
-    for key, (node_id, size, packed, read, first_read) in lifetimes.items():
-        path = module_of.get(node_id or "", "")
-        while path:
-            if path in saved:
-                if key not in boundaries.get(path, ()):
-                    intervals.setdefault(path, []).append((packed, read, size))
-                if first_read is not None:
-                    window = windows.setdefault(path, [first_read, read])
-                    window[0], window[1] = min(window[0], first_read), max(window[1], read)
-            path = path.rpartition(".")[0]
-    rows = [ModuleMemory(path, types.get(path, ""), value, forward_times.get(path, 0.0),
-                         tuple(sorted(intervals.get(path, ()))), tuple(windows.get(path, (0.0, 0.0))))  # type: ignore[arg-type]
-            for path, value in saved.items() if path in types and path in forward_times]
+    # (path, class name, the modules it runs, the storages its checkpoint keeps)
+    wanted: list[tuple[str, str, list[str], set[int]]] = [
+        (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()))
+        for path in inside if path in types and path in forward_times]
+    for holder, blocks in _block_lists(list(types.items())).items():
+        for i in range(len(blocks)):
+            for j in range(i + 1, len(blocks)):
+                run = blocks[i:j + 1]
+                if not all(block in forward_times for block in run):
+                    break
+                made = set().union(*(outputs.get(block, set()) for block in run[:-1]))
+                kept = set().union(*(inputs.get(block, set()) for block in run)) - made
+                first, last = run[0].rpartition(".")[2], run[-1].rpartition(".")[2]
+                wanted.append((f"{holder}.{first}-{last}" if holder else f"{first}-{last}",
+                               f"{types[run[0]]} x{len(run)}", run, kept | outputs.get(run[-1], set())))
+    rows = []
+    for path, type_name, members, kept in wanted:
+        keys = [key for member in members for key in inside.get(member, ())]
+        saved = sum(alive[key][1] for key in keys if key in alive and key not in kept)
+        if saved <= 0:
+            continue
+        intervals, window = [], [math.inf, -math.inf]
+        for key in keys:
+            _, size, packed, read, first_read = lifetimes[key]
+            if key not in kept:
+                intervals.append((packed, read, size))
+            if first_read is not None:
+                window = [min(window[0], first_read), max(window[1], read)]
+        rows.append(ModuleMemory(path, type_name, saved, sum(forward_times[m] for m in members), tuple(sorted(intervals)),
+                                 (window[0], window[1]) if window[0] <= window[1] else (0.0, 0.0)))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
 
@@ -676,8 +866,8 @@ def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, 
 
 
 @contextlib.contextmanager
-def _module_boundaries(model: Any, storages: dict[str, set[int]]) -> Iterator[None]:
-    """The storages of each module's inputs and outputs (all its calls), by path."""
+def _module_boundaries(model: Any, inputs: dict[str, set[int]], outputs: dict[str, set[int]]) -> Iterator[None]:
+    """The storages of each module's inputs and of its outputs (all its calls), by path."""
     from ..capture.naming import named_tensors
 
     if model is None:
@@ -685,8 +875,7 @@ def _module_boundaries(model: Any, storages: dict[str, set[int]]) -> Iterator[No
         return
     handles = []
 
-    def seen(path: str, *values: Any) -> None:
-        found = storages.setdefault(path, set())
+    def seen(found: set[int], *values: Any) -> None:
         for _, tensor in named_tensors(values):
             with contextlib.suppress(RuntimeError, NotImplementedError):
                 found.add(tensor.untyped_storage().data_ptr())
@@ -694,9 +883,10 @@ def _module_boundaries(model: Any, storages: dict[str, set[int]]) -> Iterator[No
     for path, module in model.named_modules():
         if path:
             handles.append(module.register_forward_pre_hook(
-                functools.partial(lambda p, _m, args, kwargs: seen(p, args, kwargs), path), with_kwargs=True))
+                functools.partial(lambda found, _m, args, kwargs: seen(found, args, kwargs), inputs.setdefault(path, set())),
+                with_kwargs=True))
             handles.append(module.register_forward_hook(
-                functools.partial(lambda p, _m, _args, output: seen(p, output), path)))
+                functools.partial(lambda found, _m, _args, output: seen(found, output), outputs.setdefault(path, set()))))
     try:
         yield
     finally:

@@ -426,7 +426,7 @@ def profile_step(
     The first of ``warmup`` steps is recorded (:func:`~graphviz_autograd.capture.recording.record`)
     and its graph walked; then ``steps`` steps are timed without the profiler and
     ``steps`` with it, one of each in turn. The result holds the median of each.
-    With ``memory`` (the default), two more steps measure the step's memory: its
+    With ``memory`` (the default), three more steps measure the step's memory: its
     :attr:`StepProfile.memory` (:mod:`graphviz_autograd.checks.memory`) holds the bytes
     alive over time, the peak, what is alive at it and what to checkpoint.
 

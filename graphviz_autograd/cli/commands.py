@@ -487,7 +487,7 @@ def check_command(
               help="List the N modules and the N ops with the most of each measure.")
 @click.option("--json", "as_json", is_flag=True, help="Write every node's measurements as JSON instead of the tables.")
 @click.option("--memory/--no-memory", default=True, show_default=True,
-              help="Measure the step's memory too (two more steps): the peak, what is alive at it, what to checkpoint.")
+              help="Measure the step's memory too (three more steps): the peak, what is alive at it, what to checkpoint.")
 @click.option("--memory-target", default="0.75", show_default=True, metavar="TARGET",
               help="The peak the checkpoint advice aims under: a fraction of the measured peak (0.75) or bytes (300MiB).")
 @_progress_options
@@ -868,6 +868,7 @@ def _explore(
     return explore(graph, diagnose=findings, show_attrs=options.show_attrs, timeout=timeout,
                    expand_limit=options.expand_limit, layout=options.layout, layout_budget=options.layout_budget,
                    overlays=measured.overlays() if measured else (),
+                   memory=getattr(measured, "memory", None),
                    title=loaded.model.__class__.__name__ if loaded.model is not None else None)
 
 

@@ -162,6 +162,7 @@ def explore(
     show_device: bool = _DEFAULTS.show_device,
     title: Optional[str] = None,
     timeline: Optional[dict] = None,
+    memory: Any = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
     expand_limit: int = _DEFAULTS.expand_limit,
     layout: str = "auto",
@@ -200,6 +201,11 @@ def explore(
     page a step axis: a slider (and the keys ``[`` and ``]``) chooses the step whose
     values colour it; ``timeline`` (``Watcher.timeline()``) adds each module's and
     parameter's statistics over the steps to its details. ``Watcher.page()`` does both.
+
+    ``memory``, the memory of a profiled step (``profile.memory``, with ``output`` its
+    ``profile.graph``), adds a strip under the graph: the bytes alive over the step, stacked
+    by kind, with the peak marked; choosing a moment on it marks the modules and ops whose
+    tensors saved for backward are alive then.
 
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -247,7 +253,8 @@ def explore(
     if not isinstance(title, str):
         raise InputTypeError(f"title must be a str; got {type(title).__name__}.")
     title = shown_text(title)
-    data = explorer_data(view, findings=findings, timeout=timeout)
+    data = explorer_data(view, findings=findings, timeout=timeout,
+                         memory=memory.page_data() if memory is not None else None)
     data["title"] = title
     if timeline is not None:
         # Each module call's and parameter's statistics over training (Watcher.timeline()):
@@ -364,7 +371,8 @@ class _Level:
         self.ops = 0  # op nodes in this level and every level below it
 
 
-def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional[float] = DEFAULT_TIMEOUT) -> dict:
+def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional[float] = DEFAULT_TIMEOUT,
+                  memory: Optional[Mapping[str, Any]] = None) -> dict:
     """The plain data an explorer page of ``view`` (``prepare(..., levels=True)``) is
     built from (what :func:`explore` embeds), with the ``findings`` of its graph.
 
@@ -375,7 +383,9 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
     ``templates`` (items, edges and layout, shared by alike levels, and the
     ``expanded`` view of the level with every module inside it opened), ``meanings``
     (op name -> lines), ``findings``, ``overlays`` (what the colour menu lists: name,
-    title, unit, roll-up) and ``metrics`` (each overlay's values, per node index).
+    title, unit, roll-up) and ``metrics`` (each overlay's values, per node index); with
+    ``memory`` (``StepMemory.page_data()``), ``memory``: its timeline and peak, and when the
+    tensors each node saved for backward were made and last read, by node index.
     """
     graph, options, overlays = view.graph, view.options, view.overlays
     nodes = graph.nodes
@@ -558,7 +568,19 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
         ],
         "steps": next((list(o.steps) for o in overlays if o.steps), []),
         "metrics": metrics,
+        **({"memory": memory_strip(memory, index_of)} if memory is not None else {}),
     }
+
+
+def memory_strip(memory: Mapping[str, Any], index_of: Mapping[str, int]) -> dict:
+    """``memory`` (``StepMemory.page_data()``) with its saved tensors by page node index (of
+    ``index_of``, node id -> index) instead of node id; nodes the page does not show are left out.
+
+    >>> memory_strip({"peak": 1.0, "saved": {"n2": [[0.0, 1.0, 8.0]], "n9": [[0.0, 1.0, 4.0]]}}, {"n2": 0})
+    {'peak': 1.0, 'saved': [[0, [[0.0, 1.0, 8.0]]]]}
+    """
+    saved = [[index_of[node_id], list(spans)] for node_id, spans in memory.get("saved", {}).items() if node_id in index_of]
+    return {**memory, "saved": sorted(saved)}
 
 
 def _overlay_notes(overlay: Overlay, index_of: dict[str, int]) -> dict[str, str]:
@@ -1423,4 +1445,4 @@ def page_html(data: dict, title: str) -> str:
     return "".join(out)
 
 
-__all__ = ["Explorer", "explore", "explorer_data", "page_html", "embedded_json"]
+__all__ = ["Explorer", "explore", "explorer_data", "memory_strip", "page_html", "embedded_json"]

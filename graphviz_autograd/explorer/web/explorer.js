@@ -435,6 +435,7 @@
     fitView();
     startReadable();
     drawLegend(metricName, values, low, high);
+    markMoment();
   }
 
   function fitView() {
@@ -1339,6 +1340,167 @@
   part('table-close').addEventListener('click', function () { showTable(false); });
   window.addEventListener('resize', function () { if (panZoom) { panZoom.resize(); } });
 
+  // --- the memory strip ------------------------------------------------------------------
+  // A profiled step's memory (data.memory, StepMemory.page_data() on the Python side): the
+  // bytes alive over the step stacked by kind, the phases and the peak. A moment chosen on it
+  // (click or drag) marks the items of the drawing whose ops hold tensors saved for backward
+  // then: each node saved [saved at, last read at, bytes] spans (seconds from the step's start).
+
+  var memory = data.memory || null;
+  var memorySection = part('memory'), memoryStrip = part('memory-strip'), memoryMoment = part('memory-moment');
+  var moment = null;  // seconds from the step's start, or null
+  var aliveNodes = new Map(), aliveLevels = new Map();  // index -> bytes saved for backward alive at the moment
+  var STRIP = { left: 62, right: 12, top: 14, bottom: 18 };
+
+  function kindName(kind) { return kind.replace('_', ' '); }
+
+  function stripScale() {
+    var width = memoryStrip.clientWidth || 800, height = memoryStrip.clientHeight || 140;
+    var points = memory.points;
+    var end = points.length ? points[points.length - 1][0] : 1;
+    var top = Math.max(memory.peak, Math.max.apply(null, points.map(function (p) { return p[1]; }))) * 1.08 || 1;
+    return {
+      width: width, height: height, end: end || 1, top: top,
+      x: function (t) { return STRIP.left + t / (end || 1) * (width - STRIP.left - STRIP.right); },
+      y: function (b) { return height - STRIP.bottom - b / top * (height - STRIP.top - STRIP.bottom); },
+      time: function (px) { return Math.max(0, Math.min(end, (px - STRIP.left) / (width - STRIP.left - STRIP.right) * end)); },
+    };
+  }
+
+  function niceStep(span, count) {
+    var raw = span / count, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    var steps = [1, 2, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * power >= raw) return steps[i] * power;
+    return 10 * power;
+  }
+  function byteStep(top, count) {  // a round number of KiB, MiB or GiB, so that the axis reads 256 KiB, 512 KiB ...
+    var unit = 1;
+    while (top / unit >= 1024 && unit < Math.pow(1024, 4)) unit *= 1024;
+    return niceStep(top / unit, count) * unit;
+  }
+
+  function drawMemoryStrip() {
+    if (!memory) return;
+    memoryStrip.textContent = '';
+    var s = stripScale(), points = memory.points;
+    memoryStrip.setAttribute('viewBox', '0 0 ' + s.width + ' ' + s.height);
+    var byteTick = byteStep(s.top, 3);
+    for (var b = 0; b <= s.top; b += byteTick) {
+      memoryStrip.appendChild(svgElement('line', { class: 'grid', x1: STRIP.left, x2: s.width - STRIP.right, y1: s.y(b), y2: s.y(b) }));
+      memoryStrip.appendChild(svgElement('text', { x: STRIP.left - 4, y: s.y(b) + 3, 'text-anchor': 'end' }, bytesText(b)));
+    }
+    var timeTick = niceStep(s.end, 6);
+    for (var t = 0; t <= s.end * 1.0001; t += timeTick) {
+      memoryStrip.appendChild(svgElement('line', { class: 'axis', x1: s.x(t), x2: s.x(t), y1: s.height - STRIP.bottom, y2: s.height - STRIP.bottom + 3 }));
+      memoryStrip.appendChild(svgElement('text', { x: s.x(t), y: s.height - 4, 'text-anchor': 'middle' }, t === 0 ? '0' : secondsText(t)));
+    }
+    // Stacked by kind, bottom up in the order the data names them; a timeline without the split is one area.
+    var split = points.length && points[0][3] && points[0][3].length === memory.kinds.length;
+    var layers = split ? memory.kinds : ['alive'];
+    var below = points.map(function () { return 0; });
+    layers.forEach(function (kind, k) {
+      var above = points.map(function (p, i) { return below[i] + (split ? p[3][k] : p[1]); });
+      var outline = points.map(function (p, i) { return s.x(p[0]) + ',' + s.y(above[i]); });
+      for (var i = points.length - 1; i >= 0; i--) outline.push(s.x(points[i][0]) + ',' + s.y(below[i]));
+      var area = svgElement('polygon', { class: 'kind-' + kind, points: outline.join(' ') });
+      area.appendChild(svgElement('title', {}, kindName(kind)));
+      memoryStrip.appendChild(area);
+      below = above;
+    });
+    // The phases: where each begins, named at the top.
+    var seen = {};
+    points.forEach(function (p) {
+      if (seen[p[2]]) return;
+      seen[p[2]] = true;
+      memoryStrip.appendChild(svgElement('line', { class: 'phase', x1: s.x(p[0]), x2: s.x(p[0]), y1: STRIP.top - 4, y2: s.height - STRIP.bottom }));
+      memoryStrip.appendChild(svgElement('text', { class: 'phase', x: s.x(p[0]) + 3, y: STRIP.top - 4 }, p[2]));
+    });
+    memoryStrip.appendChild(svgElement('line', { class: 'axis', x1: STRIP.left, x2: STRIP.left, y1: STRIP.top, y2: s.height - STRIP.bottom }));
+    memoryStrip.appendChild(svgElement('line', { class: 'axis', x1: STRIP.left, x2: s.width - STRIP.right, y1: s.height - STRIP.bottom, y2: s.height - STRIP.bottom }));
+    var peakY = s.y(memory.peak), peakX = s.x(memory.peak_time);
+    memoryStrip.appendChild(svgElement('line', { class: 'peak', x1: STRIP.left, x2: s.width - STRIP.right, y1: peakY, y2: peakY }));
+    memoryStrip.appendChild(svgElement('circle', { class: 'peak', cx: peakX, cy: peakY, r: 3.5 }));
+    var label = 'peak ' + bytesText(memory.peak) + ' (' + memory.peak_phase + ', ' + secondsText(memory.peak_time) + ')';
+    var right = peakX > s.width * 0.7;
+    memoryStrip.appendChild(svgElement('text', { class: 'peak', x: peakX + (right ? -6 : 6), y: peakY - 4, 'text-anchor': right ? 'end' : 'start' }, label));
+    if (moment !== null) {
+      memoryStrip.appendChild(svgElement('line', { class: 'moment', x1: s.x(moment), x2: s.x(moment), y1: STRIP.top - 4, y2: s.height - STRIP.bottom }));
+    }
+  }
+
+  function pointAt(t) {  // the point of the timeline nearest t
+    var points = memory.points, found = points[0];
+    points.forEach(function (p) { if (Math.abs(p[0] - t) < Math.abs(found[0] - t)) found = p; });
+    return found;
+  }
+
+  // A moment is chosen to a pixel: tensors alive within half a pixel of it count as alive then.
+  function chooseMoment(t, within) {
+    within = within || 0;
+    moment = t;
+    aliveNodes = new Map();
+    aliveLevels = new Map();
+    memory.saved.forEach(function (entry) {
+      var k = entry[0], bytes = 0;
+      entry[1].forEach(function (span) { if (span[0] <= t + within && t - within <= span[1]) bytes += span[2]; });
+      if (bytes <= 0) return;
+      aliveNodes.set(k, bytes);
+      ancestors(nodes[k].level).forEach(function (l) { if (l !== ROOT) aliveLevels.set(l, (aliveLevels.get(l) || 0) + bytes); });
+    });
+    var p = pointAt(t), saved = 0;
+    aliveNodes.forEach(function (bytes) { saved += bytes; });
+    var text = 'at ' + secondsText(t) + ' (' + p[2] + '): ' + bytesText(p[1]) + ' alive';
+    if (p[3] && p[3].length) {
+      text += ' (' + memory.kinds.map(function (kind, k) { return kindName(kind) + ' ' + bytesText(p[3][k]); }).join(', ') + ')';
+    }
+    text += '; saved for backward, ' + bytesText(saved) + ' in ' + plural(aliveLevels.size, 'module') +
+      ' and ' + plural(aliveNodes.size, 'op');
+    memoryMoment.textContent = text;
+    drawMemoryStrip();
+    markMoment();
+  }
+
+  function markMoment() {
+    if (!memory || !view) return;
+    itemGroups.forEach(function (group, i) {
+      var item = view.items[i];
+      var alive = item.kind === 'box' ? view.refs[i].some(function (l) { return aliveLevels.has(l); })
+        : view.alike[i].some(function (k) { return aliveNodes.has(k); });
+      group.classList.toggle('memory-alive', alive);
+    });
+    clusterGroups.forEach(function (group, c) {
+      group.classList.toggle('memory-alive', view.clusters[c].levels.some(function (l) { return aliveLevels.has(l); }));
+    });
+  }
+
+  if (memory) {
+    memorySection.hidden = false;
+    part('memory-title').textContent = 'memory of the step (' + memory.device + ')';
+    var key = part('memory-key');
+    memory.kinds.forEach(function (kind) {
+      key.appendChild(element('span', { class: 'swatch kind-' + kind }));
+      key.appendChild(document.createTextNode(kindName(kind)));
+    });
+    var dragging = false;
+    var chooseAt = function (event) {
+      var box = memoryStrip.getBoundingClientRect(), s = stripScale();
+      var x = (event.clientX - box.left) * (memoryStrip.clientWidth / (box.width || 1));
+      var pixel = s.end / Math.max(1, s.width - STRIP.left - STRIP.right);
+      // Near the peak's mark, the peak itself: it may last less than a pixel.
+      chooseMoment(Math.abs(x - s.x(memory.peak_time)) <= 5 ? memory.peak_time : s.time(x), pixel / 2);
+    };
+    memoryStrip.addEventListener('pointerdown', function (event) {
+      dragging = true;
+      if (memoryStrip.setPointerCapture) memoryStrip.setPointerCapture(event.pointerId);
+      chooseAt(event);
+    });
+    memoryStrip.addEventListener('pointermove', function (event) { if (dragging) chooseAt(event); });
+    memoryStrip.addEventListener('pointerup', function () { dragging = false; });
+    memoryStrip.addEventListener('pointercancel', function () { dragging = false; });
+    memoryMoment.textContent = 'click or drag on the strip to choose a moment';
+    window.addEventListener('resize', drawMemoryStrip);
+  }
+
   // One path along the segments of a route (join, trunk, branch), in order: where a
   // segment starts off the end of the one before (the edges of a junction end at its
   // rim), a straight piece joins them. The arrow end is the last segment's; the label
@@ -1376,10 +1538,12 @@
     if (wanted !== undefined) start = wanted;
   }
   open(start, { expanded: startExpanded });
+  drawMemoryStrip();
   if (diffOverlay) listChanges(location.hash.length <= 1);
   document.body.setAttribute('data-ready', 'true');
   // For tests and benchmarks: the page's own entry points.
   window.explorer = {
     open: open, up: up, search: search, reveal: reveal, levelByPath: levelByPath, toggleExpanded: toggleExpanded,
+    chooseMoment: chooseMoment,
   };
 })();
