@@ -53,7 +53,7 @@ from ..graph.style import (
 )
 from ..options import DrawOptions
 from ..views.overlays import Overlay
-from ..views.page_fit import COMPACT_RANKSEP, row_of_rows
+from ..views.page_fit import COMPACT_RANKSEP, row_of_rows, rows_possible
 from ..views.prepared import View, prepare
 from ..views.shown import drawn_text
 from .overlay_styles import COLOUR_BAR, overlay_styles
@@ -309,9 +309,10 @@ def _body_pieces(
         yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
     else:
         yield from _edge_lines(columns, show_shapes)
-    ids = writer.ids
-    # A long row of inputs laid as a row of rows (the estimate of page_fit counts the same edges).
-    yield from (f"\t{ids[upper]} -> {ids[lower]}{STACKING_EDGE_END}" for upper, lower in row_of_rows(shown, options.direction))
+    if rows_possible(len(columns.contents)):
+        ids = writer.ids
+        # A long row of inputs laid as a row of rows (the estimate of page_fit counts the same edges).
+        yield from (f"\t{ids[upper]} -> {ids[lower]}{STACKING_EDGE_END}" for upper, lower in row_of_rows(shown, options.direction))
     yield from tail
 
 

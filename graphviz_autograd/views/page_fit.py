@@ -31,7 +31,7 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import ROWS_UP_TO, longest_path_ranks, row_edges
+from .stacking import ROW_POINTS, ROWS_UP_TO, longest_path_ranks, row_edges
 from ..graph.style import GRAPH_ATTRS
 from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
@@ -457,6 +457,18 @@ def _ranked_with_rows(
         return pairs, rank
     pairs = pairs + extra
     return pairs, longest_path_ranks(count, pairs)
+
+
+# The fewest points a box takes along its rank (the least height of a box, a flat one in a
+# drawing from left to right, and its gap).
+_LEAST_BREADTH = 14.4 + NODESEP * 72
+
+
+def rows_possible(count: int) -> bool:
+    """Whether a drawing of ``count`` nodes can hold a row long enough to be laid as a row
+    of rows: fewer nodes than fill a row at their smallest never do, and the DOT writer
+    then need not read a node."""
+    return count * _LEAST_BREADTH > ROW_POINTS and count <= ROWS_UP_TO
 
 
 def row_of_rows(graph: AutogradGraph, direction: str = "TB") -> List[Tuple[int, int]]:
