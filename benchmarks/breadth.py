@@ -69,26 +69,31 @@ CHILD_MEMORY = 8 << 30  # bytes of address space a child may take
 _LAYERS = re.compile(
     r"^(num_hidden_layers|num_layers|n_layers?|layers|depth|num_blocks|(encoder|decoder)_layers"
     r"|num_(encoder|decoder|text|vision|audio|cross_attention|self_attention|backbone|transformer)_layers"
-    r"|(encoder|decoder|text|vision|audio|transformer)_num_layers|num_hidden_blocks)$"
+    r"|(encoder|decoder|text|vision|audio|transformer)_num_layers|num_hidden_blocks|num_self_attends_per_block)$"
 )
+_BASE_CHANNELS = re.compile(r"^(base_channels|num_filters|base_dim)$")  # doubled stage by stage
+_SCALE = re.compile(r"_(coefficient|multiplier)$")  # EfficientNet's widths and depths scaled up
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder|text|vision)_attention_heads"
                     r"|(encoder|decoder)_num_attention_heads|attention_heads)$")
 _KV_HEADS = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|(encoder|decoder)_num_key_value_heads)$")
 _HIDDEN = re.compile(
     r"^(hidden_size|d_model|n_embd|n_embed|dim|embed_dim|embedding_size|hidden_dim|model_dim|d_embed|emb_dim"
     r"|word_embed_proj_dim|projection_dim|proj_dim|(text|vision|audio|encoder|decoder)_(hidden_size|embed_dim)"
-    r"|(encoder|decoder)_d_model|embedding_dim|d_hidden)$"
+    r"|(encoder|decoder)_d_model|embedding_dim|d_hidden|d_latents|output_dim|hidden_size_global)$"
+    r"|_(hidden_size|embed_dim|hidden_dim|projection_dim)$|^hidden_size_per_"  # a part's width: out_hidden_size...
 )
 _INTERMEDIATE = re.compile(
     r"(intermediate_size|ffn_dim|^d_ff$|^n_inner$|^mlp_dim$|^ffn_hidden_size$|^d_inner$|^dim_feedforward$"
     r"|^(encoder|decoder)_ffn_dim$|^feed_forward_dim$|^mlp_hidden_size$)"
 )
-_HEAD_DIM = re.compile(r"^(head_dim|(qk|qk_nope|qk_rope|v|k|attention)_head_dim|d_kv|attention_head_size)$")
+_HEAD_DIM = re.compile(r"^(head_dim|\w+_head_dim|d_kv|attention_head_size)$")
+_LAYER_INDEX = re.compile(r"(feature_layers?|layer_ids|layer_indices|out_indices|_layer_idx)$")  # layers picked by index
 _LORA = re.compile(r"^(q_lora_rank|kv_lora_rank|time_step_rank|lora_rank)$")
-_VOCAB = re.compile(r"(^|_)vocab_size$")
+_VOCAB = re.compile(r"(^|_)vocab(_size)?($|_per_)")
 _SMALL_VOCAB = re.compile(r"^(type_vocab_size|token_type_vocab_size)$")
 _TOKEN = re.compile(r"_(token_id|token_index|id)$")
-_EXPERTS = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_routed_experts|n_experts)$")
+_EXPERTS = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_routed_experts|n_experts"
+                      r"|\w+_expert_num)$")
 _TOP_K = re.compile(r"^(num_experts_per_tok|num_experts_per_token|top_k|moe_topk|moe_k|num_selected_experts|router_top_k)$")
 _IMAGE = re.compile(r"^(image_size|img_size|input_size|vision_image_size)$")
 _PATCH = re.compile(r"^(patch_size|patch_sizes)$")
@@ -118,7 +123,7 @@ def _small_int(name: str, value: int) -> Optional[int]:
         return min(value, KV_HEADS) if value > 0 else None
     if _HEADS.match(name):
         return min(value, HEADS) if value > 0 else None
-    if _HIDDEN.match(name):
+    if _HIDDEN.search(name):
         return min(value, HIDDEN) if value > 0 else None
     if _INTERMEDIATE.search(name):
         return min(value, INTERMEDIATE) if value > 0 else None
@@ -136,6 +141,10 @@ def _small_int(name: str, value: int) -> Optional[int]:
         return min(value, 2) if value > 0 else None
     if name in ("n_group", "topk_group", "num_expert_group"):
         return 1
+    if _LAYER_INDEX.search(name):
+        return min(value, LAYERS - 1)
+    if _BASE_CHANNELS.match(name):
+        return min(value, 32) if value > 0 else None
     if _IMAGE.match(name):
         return min(value, IMAGE)
     if _PATCH.match(name):
@@ -149,6 +158,8 @@ def _small_list(name: str, value: list) -> Optional[list]:
     """The shrunk value of a list of integers (per stage of a convolution net, say)."""
     if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return None
+    if _LAYER_INDEX.search(name):
+        return [min(v, LAYERS - 1) for v in value] if max(value) >= LAYERS else None
     if _STAGE_DEPTHS.match(name):
         return [min(v, 1) if v > 0 else v for v in value]
     if _STAGE_HEADS.match(name):
@@ -171,6 +182,8 @@ def _shrunk_value(name: str, value: Any) -> Any:
         return value
     if isinstance(value, float) and _DROPOUT.search(name) and 0.0 < value < 1.0:
         return 0.0
+    if isinstance(value, float) and _SCALE.search(name) and value > 1.0:
+        return 1.0
     if isinstance(value, int):
         small = _small_int(name, value)
         return value if small is None else small
@@ -230,7 +243,10 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     for name, value in own.items():
         if name not in accepted or name in fixed or name.startswith("_"):
             continue
-        sub = getattr(default, name, None)
+        try:
+            sub = getattr(default, name, None)
+        except Exception:  # noqa: BLE001 - a setting read per layer only (Gemma 4's head_dim)
+            sub = None
         if _is_config(sub):
             try:
                 values[name] = shrunk_config(type(sub))
@@ -248,12 +264,66 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
         if name in accepted:
             values[name] = False
     values.update(fixed)
+    return _constructed(config_class, own, values)
+
+
+def _constructed(config_class: Any, own: dict[str, Any], values: dict[str, Any]) -> Any:
+    """``config_class(**values)``; where the config refuses the combination (its validation
+    ties two sizes together), sizes equal by default made equal again, then the settings its
+    error names put back as they were, then the sub-configs as they were."""
     try:
         return config_class(**values)
-    except Exception:
-        # Some combination the config refuses: shrink less (the sizes alone, sub-configs as they were).
-        values = {k: v for k, v in values.items() if not _is_config(v)}
-        return config_class(**values, **fixed) if not set(fixed) & set(values) else config_class(**values)
+    except Exception as error:  # noqa: BLE001 - some combination the config refuses
+        last = error
+    values = _equal_again(own, values)
+    for _ in range(4):
+        try:
+            return config_class(**values)
+        except Exception as error:  # noqa: BLE001
+            last = error
+        named = {name for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(last))
+                 if name in values and name in own and values[name] != own[name] and not _is_config(values[name])}
+        if not named:
+            break
+        values = dict(values, **{name: own[name] for name in named})
+    values = {k: v for k, v in values.items() if not _is_config(v)}
+    return config_class(**values)
+
+
+def _equal_again(own: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with integer sizes that were equal before shrinking equal again (the
+    smallest of their shrunk values): heads and key-value heads, a codebook's and the model's
+    width, a vision tower's output and the text model's width (sub-configs one level down)."""
+    import copy
+
+    values = {k: copy.deepcopy(v) if _is_config(v) else v for k, v in values.items()}
+    places: list[tuple[Any, str, int]] = []  # (dict or config, name, default)
+    for name, value in own.items():
+        if name not in values:
+            continue
+        if isinstance(value, dict) and _is_config(values[name]):
+            places += [(values[name], sub, v) for sub, v in value.items() if hasattr(values[name], sub)]
+        else:
+            places.append((values, name, value))
+
+    def read(holder: Any, name: str) -> Any:
+        return holder[name] if isinstance(holder, dict) else getattr(holder, name, None)
+
+    groups: dict[int, list[tuple[Any, str]]] = {}
+    for holder, name, default in places:
+        if isinstance(default, int) and not isinstance(default, bool) and default > 1 and not _TOKEN.search(name):
+            groups.setdefault(default, []).append((holder, name))
+    for default, members in groups.items():
+        shrunk = [v for v in (read(h, n) for h, n in members) if isinstance(v, int) and v != default]
+        if not shrunk or len(members) < 2:
+            continue
+        for holder, name in members:
+            if isinstance(holder, dict):
+                holder[name] = min(shrunk)
+            else:
+                with contextlib.suppress(Exception):
+                    setattr(holder, name, min(shrunk))
+    return values
 
 
 def _is_config(value: Any) -> bool:
@@ -331,6 +401,27 @@ def model_class_name(model_type: str) -> Optional[str]:
     return None
 
 
+def own_model_class(config_class: Any) -> Any:
+    """A model class of ``config_class``'s own ``modeling_*`` module whose ``config_class`` is
+    it (a vision tower or text model that the auto mappings leave out), or None: the bare
+    ``...Model`` before heads, shared base classes left out."""
+    import importlib
+
+    from transformers import PreTrainedModel
+
+    name = config_class.__module__.replace(".configuration_", ".modeling_")
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - no modeling module of the same name (a config of another model's classes)
+        return None
+    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
+             and c.__module__ == module.__name__ and getattr(c, "config_class", None) is config_class]
+    found = [c for c in found if not any(other is not c and issubclass(other, c) for other in found)]
+    if not found:
+        return None
+    return min(found, key=lambda c: (not c.__name__.endswith("Model"), len(c.__name__), c.__name__))
+
+
 def build(model_type: str) -> tuple[Any, Any]:
     """The model of ``model_type`` (random weights, training mode) and its config."""
     import torch
@@ -338,12 +429,15 @@ def build(model_type: str) -> tuple[Any, Any]:
 
     if model_type in OVERRIDES:
         class_name, config = OVERRIDES[model_type]()
+        model_class = getattr(transformers, class_name)
     else:
+        config_class = transformers.CONFIG_MAPPING[model_type]
         class_name = model_class_name(model_type)
-        if class_name is None:
-            raise LookupError(f"no model class for {model_type!r} in the auto mappings")
-        config = shrunk_config(transformers.CONFIG_MAPPING[model_type])
-    model_class = getattr(transformers, class_name)
+        model_class = getattr(transformers, class_name, None) if class_name else None
+        model_class = model_class or own_model_class(config_class)
+        if model_class is None:
+            raise LookupError(f"no model class for {model_type!r} in the auto mappings or its modeling module")
+        config = shrunk_config(config_class)
     try:  # counted on the meta device first: a config left large is refused, not allocated
         with torch.device("meta"):
             count = sum(p.numel() for p in model_class(config).parameters())
