@@ -612,7 +612,8 @@ def run_model(model_type: str, *, dot_timeout: float = 120.0) -> dict[str, Any]:
         result["svg_pt"] = [round(size[0]), round(size[1])] if size else None
         result["drawn"] = size is not None
         result["within_page"] = bool(size) and max(size) <= PAGE + 0.5
-        result["has_note"] = "too big for a page" in source or "does not fit" in source or "not drawn whole" in source
+        words = re.sub(r"(\\[lnr]|\s)+", " ", source)  # a note is wrapped into lines ("too big for a\lpage")
+        result["has_note"] = any(p in words for p in ("too big for a page", "does not fit", "not drawn whole"))
         stage("make_dot full")
         with contextlib.redirect_stderr(io.StringIO()):
             full = make_dot(loss, recorder=rec, depth="full").source
