@@ -233,6 +233,17 @@ def _per_layer_lists(own: dict[str, Any], values: dict[str, Any]) -> None:
             values[name] = type(value)(kept)
 
 
+def _heads_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
+    """As many key-value heads as heads where the config had as many (no grouped queries:
+    DeepSeek's latent attention counts on it)."""
+    for name in own:
+        if not _KV_HEADS.match(name):
+            continue
+        heads = name.replace("key_value_heads", "attention_heads").replace("kv_heads", "heads")
+        if heads != name and own.get(heads) == own[name] and isinstance(values.get(heads), int):
+            values[name] = values[heads]
+
+
 def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     """A config of ``config_class`` with every size shrunk by its name (and ``fixed`` as
     given): sub-configs (a vision tower, a text model) shrunk alike."""
@@ -255,6 +266,7 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
             continue
         values[name] = _shrunk_value(name, value)
     _per_layer_lists(own, values)
+    _heads_alike(own, values)
     vocab = values.get("vocab_size")
     if isinstance(vocab, int):
         _token_ids(values, vocab)
@@ -463,19 +475,19 @@ def _setting(config: Any, names: tuple[str, ...], default: Any) -> Any:
     return default
 
 
-def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
-    """Inputs for one forward pass, from the model's ``main_input_name``: the ones to try in turn."""
+_INPUT_NAMES = ("input_ids", "pixel_values", "pixel_values_videos", "images", "input_values", "audio_values",
+                "raw_audio", "input_features", "spectrogram", "input_spectrograms", "audio_features")
+
+
+def _inputs_named(name: str, config: Any, generator: Any) -> list[Any]:
+    """Tensors for the input called ``name``: the shapes to try in turn (none: a name not known here)."""
     import torch
 
-    name = getattr(model, "main_input_name", "input_ids")
-    generator = torch.Generator().manual_seed(SEED)
-    candidates: list[dict[str, Any]] = []
     if name == "input_ids":
         vocab = _setting(config, ("vocab_size",), VOCAB)
         high = int(vocab) if isinstance(vocab, int) else VOCAB
-        ids = torch.randint(min(3, high - 1), high, (1, TOKENS), generator=generator)
-        candidates.append({"input_ids": ids})
-    elif name in ("pixel_values", "pixel_values_videos", "images"):
+        return [torch.randint(min(3, high - 1), high, (1, TOKENS), generator=generator)]
+    if name in ("pixel_values", "pixel_values_videos", "images"):
         size = _setting(config, ("image_size", "img_size", "input_size"), IMAGE)
         if isinstance(size, (list, tuple)):
             height, width = int(size[-2]), int(size[-1])
@@ -483,24 +495,50 @@ def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
             height = width = int(size)
         channels = _setting(config, ("num_channels", "in_channels", "num_input_channels"), 3)
         channels = int(channels) if isinstance(channels, int) else 3
-        candidates.append({name: torch.randn(1, channels, height, width, generator=generator)})
+        tried = [torch.randn(1, channels, height, width, generator=generator)]
         if (height, width) != (IMAGE, IMAGE):
-            candidates.append({name: torch.randn(1, channels, IMAGE, IMAGE, generator=generator)})
-        candidates.append({name: torch.randn(1, 2, channels, height, width, generator=generator)})
-    elif name in ("input_values", "audio_values", "raw_audio"):
-        candidates.append({name: torch.randn(1, AUDIO_SAMPLES, generator=generator)})
-        candidates.append({name: torch.randn(1, 1, AUDIO_SAMPLES, generator=generator)})
-    elif name in ("input_features", "spectrogram", "input_spectrograms", "audio_features"):
-        bins = _setting(config, ("num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "num_mel_filters"), 80)
-        bins = int(bins) if isinstance(bins, int) else 80
+            tried.append(torch.randn(1, channels, IMAGE, IMAGE, generator=generator))
+        tried.append(torch.randn(1, 2, channels, height, width, generator=generator))
+        return tried
+    bins = _setting(config, ("num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "num_mel_filters"), 80)
+    bins = int(bins) if isinstance(bins, int) else 80
+    if name in ("input_values", "audio_values", "raw_audio"):
+        return [torch.randn(1, AUDIO_SAMPLES, generator=generator), torch.randn(1, 1, AUDIO_SAMPLES, generator=generator),
+                torch.randn(1, 64, bins, generator=generator)]  # a spectrogram's frames (audio spectrogram transformer)
+    if name in ("input_features", "spectrogram", "input_spectrograms", "audio_features"):
         frames = _setting(config, ("max_source_positions",), 32)
         frames = 2 * int(frames) if isinstance(frames, int) and frames <= 1500 else 64
-        candidates.append({name: torch.randn(1, bins, frames, generator=generator)})
-        candidates.append({name: torch.randn(1, 64, bins, generator=generator)})
+        tried = [torch.randn(1, bins, frames, generator=generator), torch.randn(1, 64, bins, generator=generator)]
         if frames != 64:
-            candidates.append({name: torch.randn(1, bins, 64, generator=generator)})
-    else:
+            tried.append(torch.randn(1, bins, 64, generator=generator))
+        tried.append(torch.randn(1, 1, 64, bins, generator=generator))  # one channel of frames (CLAP's audio)
+        return tried
+    return []
+
+
+def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
+    """Inputs for one forward pass, from the model's ``main_input_name``: the ones to try in
+    turn; then the same with every other input of ``forward`` known here (a text and an
+    image for a model of both, such as CLIP)."""
+    import torch
+
+    name = getattr(model, "main_input_name", "input_ids")
+    generator = torch.Generator().manual_seed(SEED)
+    candidates: list[dict[str, Any]] = [{name: t} for t in _inputs_named(name, config, generator)]
+    if not candidates:
         raise LookupError(f"main_input_name {name!r} has no dummy input here")
+    try:
+        accepted = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        accepted = {}
+    others = {other: _inputs_named(other, config, generator) for other in accepted
+              if other != name and other in _INPUT_NAMES}
+    others = {other: tried for other, tried in others.items() if tried}
+    if len(others) == 1:  # every shape of the other input with every shape of the main one
+        ((other, tried),) = others.items()
+        candidates += [dict(c, **{other: t}) for c in candidates for t in tried]
+    elif others:
+        candidates += [dict(c, **{other: tried[0] for other, tried in others.items()}) for c in candidates]
     if getattr(config, "is_encoder_decoder", False) or type(model).__name__.endswith("EncoderDecoderModel"):
         decoder_ids = torch.randint(3, VOCAB, (1, DECODER_TOKENS), generator=generator)
         vocab = _setting(getattr(config, "decoder", config), ("vocab_size",), VOCAB)
