@@ -244,6 +244,27 @@ def _heads_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
             values[name] = values[heads]
 
 
+def _rope_sections(config_class: Any, values: dict[str, Any]) -> None:
+    """A multimodal rotary embedding's sections (time, height, width: ``mrope_section``)
+    scaled to the shrunk rotary width, where the config has them or its model reads them."""
+    rope = values.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return
+    if "mrope_section" not in rope and "mrope_section" not in getattr(config_class, "ignore_keys_at_rope_validation", ()):
+        return
+    sections = rope.get("mrope_section") or [8, 12, 12]  # the models' default where the config has none
+    heads = values.get("num_attention_heads")
+    head_dim = values.get("head_dim") or (values.get("hidden_size", HIDDEN) // heads if isinstance(heads, int) else None)
+    if not isinstance(head_dim, int) or not sections:
+        return
+    half = int(head_dim * float(rope.get("partial_rotary_factor", values.get("partial_rotary_factor") or 1.0))) // 2
+    if sum(sections) <= half:
+        return
+    scaled = [max(1, s * half // sum(sections)) for s in sections]
+    scaled[-1] += half - sum(scaled)
+    values["rope_parameters"] = dict(rope, mrope_section=scaled)
+
+
 def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     """A config of ``config_class`` with every size shrunk by its name (and ``fixed`` as
     given): sub-configs (a vision tower, a text model) shrunk alike."""
@@ -267,6 +288,7 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
         values[name] = _shrunk_value(name, value)
     _per_layer_lists(own, values)
     _heads_alike(own, values)
+    _rope_sections(config_class, values)
     vocab = values.get("vocab_size")
     if isinstance(vocab, int):
         _token_ids(values, vocab)
