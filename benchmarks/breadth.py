@@ -235,7 +235,14 @@ def _per_layer_lists(own: dict[str, Any], values: dict[str, Any]) -> None:
 
 def _heads_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
     """As many key-value heads as heads where the config had as many (no grouped queries:
-    DeepSeek's latent attention counts on it)."""
+    DeepSeek's latent attention counts on it) or left them unset; an unset head width set
+    (some models read it without working it out)."""
+    heads = values.get("num_attention_heads")
+    if isinstance(heads, int) and heads > 0:
+        if "num_key_value_heads" in values and values["num_key_value_heads"] is None:
+            values["num_key_value_heads"] = heads
+        if "head_dim" in values and values["head_dim"] is None and isinstance(values.get("hidden_size"), int):
+            values["head_dim"] = values["hidden_size"] // heads
     for name in own:
         if not _KV_HEADS.match(name):
             continue
