@@ -251,6 +251,18 @@ def _heads_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
             values[name] = values[heads]
 
 
+def _groups_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
+    """A convolution's groups as many as the channels they were as many as (one per channel:
+    Mimi's upsampling), shrunk alike."""
+    for name, value in own.items():
+        if not (name.endswith("groups") and isinstance(value, int) and value > 1 and values.get(name) == value):
+            continue
+        alike = [values[n] for n, v in own.items() if v == value and n != name and isinstance(values.get(n), int)
+                 and values[n] != v and not isinstance(values[n], bool)]
+        if alike:
+            values[name] = min(alike)
+
+
 def _rope_sections(config_class: Any, values: dict[str, Any]) -> None:
     """A multimodal rotary embedding's sections (time, height, width: ``mrope_section``)
     scaled to the shrunk rotary width, where the config has them or its model reads them."""
@@ -296,6 +308,7 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     _per_layer_lists(own, values)
     _heads_alike(own, values)
     _rope_sections(config_class, values)
+    _groups_alike(own, values)
     vocab = values.get("vocab_size")
     if isinstance(vocab, int):
         _token_ids(values, vocab)
