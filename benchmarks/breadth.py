@@ -565,14 +565,16 @@ def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
     import torch
 
     name = getattr(model, "main_input_name", "input_ids")
-    generator = torch.Generator().manual_seed(SEED)
-    candidates: list[dict[str, Any]] = [{name: t} for t in _inputs_named(name, config, generator)]
-    if not candidates:
-        raise LookupError(f"main_input_name {name!r} has no dummy input here")
     try:
         accepted = inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         accepted = {}
+    if accepted and name not in accepted:  # a name inherited from a base class: the first input forward knows
+        name = next((n for n in accepted if n in _INPUT_NAMES), name)
+    generator = torch.Generator().manual_seed(SEED)
+    candidates: list[dict[str, Any]] = [{name: t} for t in _inputs_named(name, config, generator)]
+    if not candidates:
+        raise LookupError(f"main_input_name {name!r} has no dummy input here")
     others = {other: _inputs_named(other, config, generator) for other in accepted
               if other != name and other in _INPUT_NAMES}
     others = {other: tried for other, tried in others.items() if tried}
