@@ -905,6 +905,45 @@ def report(results: list[dict[str, Any]], enumerated: int) -> str:
     return "\n".join(out)
 
 
+COMMAND = "PYTHONPATH=. python -m benchmarks.breadth --json out.json --timeout 120"
+
+
+def compact(data: dict[str, Any]) -> str:
+    """A run's JSON (``--json``) as ``benchmarks/results/breadth.json`` keeps it: the totals
+    and estimate, then one line per model type: what was built and drawn, its findings
+    other than info (unused parameters counted, not listed), errors cut to 100 characters."""
+    import transformers
+
+    def row(r: dict[str, Any]) -> dict[str, Any]:
+        out = {"type": r["type"]}
+        if r.get("model"):
+            out["model"] = r["model"]
+        out.update(built=r.get("built"), stage=r.get("stage"))
+        if r.get("error"):
+            out["error"] = r["error"][:100]
+        if not r.get("built"):
+            return out
+        for key in ("nodes", "depth", "svg_pt", "estimate_pt", "within_page"):
+            if key in r:
+                out[key] = r[key]
+        if r.get("has_note") and not r.get("within_page"):
+            out["has_note"] = True
+        findings = [f for f in r.get("findings", []) if f["severity"] != "info"]
+        out["findings"] = [[f["severity"], f["code"], f["subject"]] for f in findings if f["code"] != "unused_parameter"]
+        unused = sum(f["code"] == "unused_parameter" for f in findings)
+        if unused:
+            out["unused_parameters"] = unused
+        if "findings" in r:
+            out["infos"] = sum(f["severity"] == "info" for f in r["findings"])
+        return out
+
+    results = sorted(data["results"], key=lambda r: r["type"])
+    head = {"transformers": transformers.__version__, "command": COMMAND, "enumerated": data["enumerated"],
+            "totals": totals(results, data["enumerated"]), "estimate": estimate_accuracy(results)}
+    lines = [json.dumps(row(r), separators=(",", ":")) for r in results]
+    return json.dumps(head, separators=(",", ":"))[:-1] + ',"results":[\n' + ",\n".join(lines) + "]}\n"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.breadth", description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="these model types only (comma-separated)")
@@ -915,7 +954,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep the results of --json and run the rest")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per model (default 180)")
     parser.add_argument("--jobs", type=int, default=1, help="models at a time (default 1)")
+    parser.add_argument("--compact", type=Path, help="write the results of --json, compacted, here (no run)")
     args = parser.parse_args(argv)
+    if args.compact:
+        if not args.json:
+            parser.error("--compact needs --json, the run to compact")
+        args.compact.write_text(compact(json.loads(args.json.read_text())))
+        return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     everything = model_types()
     types = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else everything
