@@ -86,7 +86,7 @@ _INTERMEDIATE = re.compile(
     r"(intermediate_size|ffn_dim|^d_ff$|^n_inner$|^mlp_dim$|^ffn_hidden_size$|^d_inner$|^dim_feedforward$"
     r"|^(encoder|decoder)_ffn_dim$|^feed_forward_dim$|^mlp_hidden_size$)"
 )
-_HEAD_DIM = re.compile(r"^(head_dim|\w+_head_dim|d_kv|attention_head_size)$")
+_HEAD_DIM = re.compile(r"^(head_dim|\w+_head_dim|d_kv|attention_head_size|rotary_dim)$")
 _LAYER_INDEX = re.compile(r"(feature_layers?|layer_ids|layer_indices|out_indices|_layer_idx)$")  # layers picked by index
 _LORA = re.compile(r"^(q_lora_rank|kv_lora_rank|time_step_rank|lora_rank)$")
 _VOCAB = re.compile(r"(^|_)vocab(_size)?($|_per_)")
