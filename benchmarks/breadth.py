@@ -547,7 +547,16 @@ def _inputs_named(name: str, config: Any, generator: Any) -> list[Any]:
     if name in ("input_values", "audio_values", "raw_audio"):
         return [torch.randn(1, AUDIO_SAMPLES, generator=generator), torch.randn(1, 1, AUDIO_SAMPLES, generator=generator),
                 torch.randn(1, 64, bins, generator=generator)]  # a spectrogram's frames (audio spectrogram transformer)
-    if name in ("input_features", "spectrogram", "input_spectrograms", "audio_features"):
+    if name in ("hidden_states", "inputs_embeds"):  # a tower fed by another's output: vectors of its width
+        width = _setting(config, ("hidden_size", "d_model", "embed_dim"), HIDDEN)
+        return [torch.randn(1, TOKENS, int(width) if isinstance(width, int) else HIDDEN, generator=generator)]
+    if name == "past_values":  # a time series: its context, one column per channel
+        length = _setting(config, ("context_length",), 32)
+        channels = _setting(config, ("num_input_channels", "input_size"), 1)
+        length = int(length) if isinstance(length, int) else 32
+        channels = int(channels) if isinstance(channels, int) else 1
+        return [torch.randn(1, length, channels, generator=generator), torch.randn(1, length, generator=generator)]
+    if name in ("input_features", "spectrogram", "input_spectrograms", "audio_features", "audio_mel"):
         frames = _setting(config, ("max_source_positions",), 32)
         frames = 2 * int(frames) if isinstance(frames, int) and frames <= 1500 else 64
         tried = [torch.randn(1, bins, frames, generator=generator), torch.randn(1, 64, bins, generator=generator)]
