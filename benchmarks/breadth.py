@@ -72,9 +72,9 @@ _LAYERS = re.compile(
     r"|(encoder|decoder|text|vision|audio|transformer)_num_layers|num_hidden_blocks|num_self_attends_per_block)$"
 )
 _BASE_CHANNELS = re.compile(r"^(base_channels|num_filters|base_dim)$")  # doubled stage by stage
-_SCALE = re.compile(r"_(coefficient|multiplier)$")  # EfficientNet's widths and depths scaled up
+_SCALE = re.compile(r"_coefficient$")  # EfficientNet's widths and depths scaled up
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder|text|vision)_attention_heads"
-                    r"|(encoder|decoder)_num_attention_heads|attention_heads)$")
+                    r"|\w+_num_attention_heads|attention_heads)$")
 _KV_HEADS = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|(encoder|decoder)_num_key_value_heads)$")
 _HIDDEN = re.compile(
     r"^(hidden_size|d_model|n_embd|n_embed|dim|embed_dim|embedding_size|hidden_dim|model_dim|d_embed|emb_dim"
