@@ -1,7 +1,7 @@
 """The breadth run: every model type of the installed ``transformers``, built small, through
 the whole pipeline.
 
-Run by hand from the repository root (a full run takes hours on one core)::
+Run by hand from the repository root (a full run takes some 12 minutes on one core)::
 
     PYTHONPATH=. python -m benchmarks.breadth --json out.json          # every model type
     PYTHONPATH=. python -m benchmarks.breadth --only bert,vit,t5        # these only
@@ -10,8 +10,10 @@ Run by hand from the repository root (a full run takes hours on one core)::
 Each model type that ``transformers.CONFIG_MAPPING`` lists is built from its config class
 with every size shrunk by name, generically (:func:`shrunk_config`: 2 layers, hidden 64,
 4 heads, vocabulary 256, images of 64 pixels; ``OVERRIDES`` holds the few configs that
-need more, such as an encoder-decoder's two halves), random weights, and dummy inputs
-made from the model's ``main_input_name`` (:func:`dummy_inputs`). Then, as a user would:
+need more, such as an encoder-decoder's two halves), random weights, the model class of
+the auto mappings or else of the config's own modeling module (:func:`own_model_class`),
+and dummy inputs made from the model's ``main_input_name`` and the other inputs its
+forward takes (:func:`dummy_inputs`). Then, as a user would:
 ``record`` around the forward pass, ``make_dot`` (the default picture), ``dot -Tsvg`` of
 its source (its size read from the SVG), ``make_dot(depth="full")`` (every edge must join
 two drawn nodes), ``explore`` and ``check(backward=True)``.
@@ -21,7 +23,8 @@ transformers once, with a time limit (``--timeout``); ``--jobs`` children at a t
 (default 1: the machine is shared). It prints the totals (enumerated, built, drawn,
 within a page, explored, checked without error), a table of every failure with its
 cause, the page-size estimate against the SVG, and writes every model's result,
-findings included, as JSON (``--json``, rewritten after each model).
+findings included, as JSON (``--json``, rewritten after each model); ``--compact`` writes
+such a run as ``benchmarks/results/breadth.json`` keeps it.
 
 ``tests/test_breadth_subset.py`` runs a fixed few through :func:`run_model`, the
 function each child runs.

@@ -10,6 +10,8 @@ transformers model type found a failure.
 - dac, bailing_hybrid: default pictures dot draws wider than the estimate says (DAC's
   residual quantizers side by side; a chain of in-place writes each read by one layer
   box): over a page, so their note must say why and how to see the rest.
+- nemotron3_5_transcribe_word_timestamp: drawn whole, over a page without a note (its
+  breadth estimated at two thirds of dot's); expected to fail until the estimate sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ pytest.importorskip("transformers")
 
 from benchmarks.breadth import PAGE, run_model  # noqa: E402
 
-SUBSET = ["encoder-decoder", "vision-encoder-decoder", "bart", "led", "fuyu", "maskformer", "mra", "git", "lightglue"]
+SUBSET = ["encoder-decoder", "vision-encoder-decoder", "bart", "led", "fuyu", "maskformer", "mra", "git", "lightglue",
+          pytest.param("nemotron3_5_transcribe_word_timestamp",
+                       marks=pytest.mark.xfail(strict=True, reason="breadth estimated below dot's: over a page, no note"))]
 
 
 @pytest.mark.parametrize("model_type", SUBSET)
