@@ -1,7 +1,7 @@
 """The breadth run: every model type of the installed ``transformers``, built small, through
 the whole pipeline.
 
-Run by hand from the repository root (a full run takes hours on one core)::
+Run by hand from the repository root (a full run takes some 12 minutes on one core)::
 
     PYTHONPATH=. python -m benchmarks.breadth --json out.json          # every model type
     PYTHONPATH=. python -m benchmarks.breadth --only bert,vit,t5        # these only
@@ -10,8 +10,10 @@ Run by hand from the repository root (a full run takes hours on one core)::
 Each model type that ``transformers.CONFIG_MAPPING`` lists is built from its config class
 with every size shrunk by name, generically (:func:`shrunk_config`: 2 layers, hidden 64,
 4 heads, vocabulary 256, images of 64 pixels; ``OVERRIDES`` holds the few configs that
-need more, such as an encoder-decoder's two halves), random weights, and dummy inputs
-made from the model's ``main_input_name`` (:func:`dummy_inputs`). Then, as a user would:
+need more, such as an encoder-decoder's two halves), random weights, the model class of
+the auto mappings or else of the config's own modeling module (:func:`own_model_class`),
+and dummy inputs made from the model's ``main_input_name`` and the other inputs its
+forward takes (:func:`dummy_inputs`). Then, as a user would:
 ``record`` around the forward pass, ``make_dot`` (the default picture), ``dot -Tsvg`` of
 its source (its size read from the SVG), ``make_dot(depth="full")`` (every edge must join
 two drawn nodes), ``explore`` and ``check(backward=True)``.
@@ -21,7 +23,8 @@ transformers once, with a time limit (``--timeout``); ``--jobs`` children at a t
 (default 1: the machine is shared). It prints the totals (enumerated, built, drawn,
 within a page, explored, checked without error), a table of every failure with its
 cause, the page-size estimate against the SVG, and writes every model's result,
-findings included, as JSON (``--json``, rewritten after each model).
+findings included, as JSON (``--json``, rewritten after each model); ``--compact`` writes
+such a run as ``benchmarks/results/breadth.json`` keeps it.
 
 ``tests/test_breadth_subset.py`` runs a fixed few through :func:`run_model`, the
 function each child runs.
@@ -69,26 +72,31 @@ CHILD_MEMORY = 8 << 30  # bytes of address space a child may take
 _LAYERS = re.compile(
     r"^(num_hidden_layers|num_layers|n_layers?|layers|depth|num_blocks|(encoder|decoder)_layers"
     r"|num_(encoder|decoder|text|vision|audio|cross_attention|self_attention|backbone|transformer)_layers"
-    r"|(encoder|decoder|text|vision|audio|transformer)_num_layers|num_hidden_blocks)$"
+    r"|(encoder|decoder|text|vision|audio|transformer)_num_layers|num_hidden_blocks|num_self_attends_per_block)$"
 )
+_BASE_CHANNELS = re.compile(r"^(base_channels|num_filters|base_dim)$")  # doubled stage by stage
+_SCALE = re.compile(r"_coefficient$")  # EfficientNet's widths and depths scaled up
 _HEADS = re.compile(r"^(num_attention_heads|n_heads?|num_heads|(encoder|decoder|text|vision)_attention_heads"
-                    r"|(encoder|decoder)_num_attention_heads|attention_heads)$")
+                    r"|\w+_num_attention_heads|attention_heads)$")
 _KV_HEADS = re.compile(r"^(num_key_value_heads|num_kv_heads|n_kv_heads|(encoder|decoder)_num_key_value_heads)$")
 _HIDDEN = re.compile(
     r"^(hidden_size|d_model|n_embd|n_embed|dim|embed_dim|embedding_size|hidden_dim|model_dim|d_embed|emb_dim"
     r"|word_embed_proj_dim|projection_dim|proj_dim|(text|vision|audio|encoder|decoder)_(hidden_size|embed_dim)"
-    r"|(encoder|decoder)_d_model|embedding_dim|d_hidden)$"
+    r"|(encoder|decoder)_d_model|embedding_dim|d_hidden|d_latents|output_dim|hidden_size_global)$"
+    r"|_(hidden_size|embed_dim|hidden_dim|projection_dim)$|^hidden_size_per_"  # a part's width: out_hidden_size...
 )
 _INTERMEDIATE = re.compile(
     r"(intermediate_size|ffn_dim|^d_ff$|^n_inner$|^mlp_dim$|^ffn_hidden_size$|^d_inner$|^dim_feedforward$"
     r"|^(encoder|decoder)_ffn_dim$|^feed_forward_dim$|^mlp_hidden_size$)"
 )
-_HEAD_DIM = re.compile(r"^(head_dim|(qk|qk_nope|qk_rope|v|k|attention)_head_dim|d_kv|attention_head_size)$")
+_HEAD_DIM = re.compile(r"^(head_dim|\w+_head_dim|d_kv|attention_head_size|rotary_dim)$")
+_LAYER_INDEX = re.compile(r"(feature_layers?|layer_ids|layer_indices|out_indices|_layer_idx)$")  # layers picked by index
 _LORA = re.compile(r"^(q_lora_rank|kv_lora_rank|time_step_rank|lora_rank)$")
-_VOCAB = re.compile(r"(^|_)vocab_size$")
+_VOCAB = re.compile(r"(^|_)vocab(_size)?($|_per_)")
 _SMALL_VOCAB = re.compile(r"^(type_vocab_size|token_type_vocab_size)$")
 _TOKEN = re.compile(r"_(token_id|token_index|id)$")
-_EXPERTS = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_routed_experts|n_experts)$")
+_EXPERTS = re.compile(r"^(num_experts|n_routed_experts|num_local_experts|moe_num_experts|num_routed_experts|n_experts"
+                      r"|\w+_expert_num)$")
 _TOP_K = re.compile(r"^(num_experts_per_tok|num_experts_per_token|top_k|moe_topk|moe_k|num_selected_experts|router_top_k)$")
 _IMAGE = re.compile(r"^(image_size|img_size|input_size|vision_image_size)$")
 _PATCH = re.compile(r"^(patch_size|patch_sizes)$")
@@ -118,7 +126,7 @@ def _small_int(name: str, value: int) -> Optional[int]:
         return min(value, KV_HEADS) if value > 0 else None
     if _HEADS.match(name):
         return min(value, HEADS) if value > 0 else None
-    if _HIDDEN.match(name):
+    if _HIDDEN.search(name):
         return min(value, HIDDEN) if value > 0 else None
     if _INTERMEDIATE.search(name):
         return min(value, INTERMEDIATE) if value > 0 else None
@@ -136,6 +144,10 @@ def _small_int(name: str, value: int) -> Optional[int]:
         return min(value, 2) if value > 0 else None
     if name in ("n_group", "topk_group", "num_expert_group"):
         return 1
+    if _LAYER_INDEX.search(name):
+        return min(value, LAYERS - 1)
+    if _BASE_CHANNELS.match(name):
+        return min(value, 32) if value > 0 else None
     if _IMAGE.match(name):
         return min(value, IMAGE)
     if _PATCH.match(name):
@@ -149,6 +161,8 @@ def _small_list(name: str, value: list) -> Optional[list]:
     """The shrunk value of a list of integers (per stage of a convolution net, say)."""
     if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return None
+    if _LAYER_INDEX.search(name):
+        return [min(v, LAYERS - 1) for v in value] if max(value) >= LAYERS else None
     if _STAGE_DEPTHS.match(name):
         return [min(v, 1) if v > 0 else v for v in value]
     if _STAGE_HEADS.match(name):
@@ -171,6 +185,8 @@ def _shrunk_value(name: str, value: Any) -> Any:
         return value
     if isinstance(value, float) and _DROPOUT.search(name) and 0.0 < value < 1.0:
         return 0.0
+    if isinstance(value, float) and _SCALE.search(name) and value > 1.0:
+        return 1.0
     if isinstance(value, int):
         small = _small_int(name, value)
         return value if small is None else small
@@ -220,6 +236,57 @@ def _per_layer_lists(own: dict[str, Any], values: dict[str, Any]) -> None:
             values[name] = type(value)(kept)
 
 
+def _heads_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
+    """As many key-value heads as heads where the config had as many (no grouped queries:
+    DeepSeek's latent attention counts on it) or left them unset; an unset head width set
+    (some models read it without working it out)."""
+    heads = values.get("num_attention_heads")
+    if isinstance(heads, int) and heads > 0:
+        if "num_key_value_heads" in values and values["num_key_value_heads"] is None:
+            values["num_key_value_heads"] = heads
+        if "head_dim" in values and values["head_dim"] is None and isinstance(values.get("hidden_size"), int):
+            values["head_dim"] = values["hidden_size"] // heads
+    for name in own:
+        if not _KV_HEADS.match(name):
+            continue
+        heads = name.replace("key_value_heads", "attention_heads").replace("kv_heads", "heads")
+        if heads != name and own.get(heads) == own[name] and isinstance(values.get(heads), int):
+            values[name] = values[heads]
+
+
+def _groups_alike(own: dict[str, Any], values: dict[str, Any]) -> None:
+    """A convolution's groups as many as the channels they were as many as (one per channel:
+    Mimi's upsampling), shrunk alike."""
+    for name, value in own.items():
+        if not (name.endswith("groups") and isinstance(value, int) and value > 1 and values.get(name) == value):
+            continue
+        alike = [values[n] for n, v in own.items() if v == value and n != name and isinstance(values.get(n), int)
+                 and values[n] != v and not isinstance(values[n], bool)]
+        if alike:
+            values[name] = min(alike)
+
+
+def _rope_sections(config_class: Any, values: dict[str, Any]) -> None:
+    """A multimodal rotary embedding's sections (time, height, width: ``mrope_section``)
+    scaled to the shrunk rotary width, where the config has them or its model reads them."""
+    rope = values.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return
+    if "mrope_section" not in rope and "mrope_section" not in getattr(config_class, "ignore_keys_at_rope_validation", ()):
+        return
+    sections = rope.get("mrope_section") or [8, 12, 12]  # the models' default where the config has none
+    heads = values.get("num_attention_heads")
+    head_dim = values.get("head_dim") or (values.get("hidden_size", HIDDEN) // heads if isinstance(heads, int) else None)
+    if not isinstance(head_dim, int) or not sections:
+        return
+    half = int(head_dim * float(rope.get("partial_rotary_factor", values.get("partial_rotary_factor") or 1.0))) // 2
+    if sum(sections) <= half:
+        return
+    scaled = [max(1, s * half // sum(sections)) for s in sections]
+    scaled[-1] += half - sum(scaled)
+    values["rope_parameters"] = dict(rope, mrope_section=scaled)
+
+
 def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     """A config of ``config_class`` with every size shrunk by its name (and ``fixed`` as
     given): sub-configs (a vision tower, a text model) shrunk alike."""
@@ -230,7 +297,10 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
     for name, value in own.items():
         if name not in accepted or name in fixed or name.startswith("_"):
             continue
-        sub = getattr(default, name, None)
+        try:
+            sub = getattr(default, name, None)
+        except Exception:  # noqa: BLE001 - a setting read per layer only (Gemma 4's head_dim)
+            sub = None
         if _is_config(sub):
             try:
                 values[name] = shrunk_config(type(sub))
@@ -239,6 +309,9 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
             continue
         values[name] = _shrunk_value(name, value)
     _per_layer_lists(own, values)
+    _heads_alike(own, values)
+    _rope_sections(config_class, values)
+    _groups_alike(own, values)
     vocab = values.get("vocab_size")
     if isinstance(vocab, int):
         _token_ids(values, vocab)
@@ -248,12 +321,66 @@ def shrunk_config(config_class: Any, **fixed: Any) -> Any:
         if name in accepted:
             values[name] = False
     values.update(fixed)
+    return _constructed(config_class, own, values)
+
+
+def _constructed(config_class: Any, own: dict[str, Any], values: dict[str, Any]) -> Any:
+    """``config_class(**values)``; where the config refuses the combination (its validation
+    ties two sizes together), sizes equal by default made equal again, then the settings its
+    error names put back as they were, then the sub-configs as they were."""
     try:
         return config_class(**values)
-    except Exception:
-        # Some combination the config refuses: shrink less (the sizes alone, sub-configs as they were).
-        values = {k: v for k, v in values.items() if not _is_config(v)}
-        return config_class(**values, **fixed) if not set(fixed) & set(values) else config_class(**values)
+    except Exception as error:  # noqa: BLE001 - some combination the config refuses
+        last = error
+    values = _equal_again(own, values)
+    for _ in range(4):
+        try:
+            return config_class(**values)
+        except Exception as error:  # noqa: BLE001
+            last = error
+        named = {name for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(last))
+                 if name in values and name in own and values[name] != own[name] and not _is_config(values[name])}
+        if not named:
+            break
+        values = dict(values, **{name: own[name] for name in named})
+    values = {k: v for k, v in values.items() if not _is_config(v)}
+    return config_class(**values)
+
+
+def _equal_again(own: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with integer sizes that were equal before shrinking equal again (the
+    smallest of their shrunk values): heads and key-value heads, a codebook's and the model's
+    width, a vision tower's output and the text model's width (sub-configs one level down)."""
+    import copy
+
+    values = {k: copy.deepcopy(v) if _is_config(v) else v for k, v in values.items()}
+    places: list[tuple[Any, str, int]] = []  # (dict or config, name, default)
+    for name, value in own.items():
+        if name not in values:
+            continue
+        if isinstance(value, dict) and _is_config(values[name]):
+            places += [(values[name], sub, v) for sub, v in value.items() if hasattr(values[name], sub)]
+        else:
+            places.append((values, name, value))
+
+    def read(holder: Any, name: str) -> Any:
+        return holder[name] if isinstance(holder, dict) else getattr(holder, name, None)
+
+    groups: dict[int, list[tuple[Any, str]]] = {}
+    for holder, name, default in places:
+        if isinstance(default, int) and not isinstance(default, bool) and default > 1 and not _TOKEN.search(name):
+            groups.setdefault(default, []).append((holder, name))
+    for default, members in groups.items():
+        shrunk = [v for v in (read(h, n) for h, n in members) if isinstance(v, int) and v != default]
+        if not shrunk or len(members) < 2:
+            continue
+        for holder, name in members:
+            if isinstance(holder, dict):
+                holder[name] = min(shrunk)
+            else:
+                with contextlib.suppress(Exception):
+                    setattr(holder, name, min(shrunk))
+    return values
 
 
 def _is_config(value: Any) -> bool:
@@ -331,6 +458,27 @@ def model_class_name(model_type: str) -> Optional[str]:
     return None
 
 
+def own_model_class(config_class: Any) -> Any:
+    """A model class of ``config_class``'s own ``modeling_*`` module whose ``config_class`` is
+    it (a vision tower or text model that the auto mappings leave out), or None: the bare
+    ``...Model`` before heads, shared base classes left out."""
+    import importlib
+
+    from transformers import PreTrainedModel
+
+    name = config_class.__module__.replace(".configuration_", ".modeling_")
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - no modeling module of the same name (a config of another model's classes)
+        return None
+    found = [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
+             and c.__module__ == module.__name__ and getattr(c, "config_class", None) is config_class]
+    found = [c for c in found if not any(other is not c and issubclass(other, c) for other in found)]
+    if not found:
+        return None
+    return min(found, key=lambda c: (not c.__name__.endswith("Model"), len(c.__name__), c.__name__))
+
+
 def build(model_type: str) -> tuple[Any, Any]:
     """The model of ``model_type`` (random weights, training mode) and its config."""
     import torch
@@ -338,12 +486,15 @@ def build(model_type: str) -> tuple[Any, Any]:
 
     if model_type in OVERRIDES:
         class_name, config = OVERRIDES[model_type]()
+        model_class = getattr(transformers, class_name)
     else:
+        config_class = transformers.CONFIG_MAPPING[model_type]
         class_name = model_class_name(model_type)
-        if class_name is None:
-            raise LookupError(f"no model class for {model_type!r} in the auto mappings")
-        config = shrunk_config(transformers.CONFIG_MAPPING[model_type])
-    model_class = getattr(transformers, class_name)
+        model_class = getattr(transformers, class_name, None) if class_name else None
+        model_class = model_class or own_model_class(config_class)
+        if model_class is None:
+            raise LookupError(f"no model class for {model_type!r} in the auto mappings or its modeling module")
+        config = shrunk_config(config_class)
     try:  # counted on the meta device first: a config left large is refused, not allocated
         with torch.device("meta"):
             count = sum(p.numel() for p in model_class(config).parameters())
@@ -369,19 +520,19 @@ def _setting(config: Any, names: tuple[str, ...], default: Any) -> Any:
     return default
 
 
-def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
-    """Inputs for one forward pass, from the model's ``main_input_name``: the ones to try in turn."""
+_INPUT_NAMES = ("input_ids", "pixel_values", "pixel_values_videos", "images", "input_values", "audio_values",
+                "raw_audio", "input_features", "spectrogram", "input_spectrograms", "audio_features")
+
+
+def _inputs_named(name: str, config: Any, generator: Any) -> list[Any]:
+    """Tensors for the input called ``name``: the shapes to try in turn (none: a name not known here)."""
     import torch
 
-    name = getattr(model, "main_input_name", "input_ids")
-    generator = torch.Generator().manual_seed(SEED)
-    candidates: list[dict[str, Any]] = []
     if name == "input_ids":
         vocab = _setting(config, ("vocab_size",), VOCAB)
         high = int(vocab) if isinstance(vocab, int) else VOCAB
-        ids = torch.randint(min(3, high - 1), high, (1, TOKENS), generator=generator)
-        candidates.append({"input_ids": ids})
-    elif name in ("pixel_values", "pixel_values_videos", "images"):
+        return [torch.randint(min(3, high - 1), high, (1, TOKENS), generator=generator)]
+    if name in ("pixel_values", "pixel_values_videos", "images"):
         size = _setting(config, ("image_size", "img_size", "input_size"), IMAGE)
         if isinstance(size, (list, tuple)):
             height, width = int(size[-2]), int(size[-1])
@@ -389,24 +540,61 @@ def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
             height = width = int(size)
         channels = _setting(config, ("num_channels", "in_channels", "num_input_channels"), 3)
         channels = int(channels) if isinstance(channels, int) else 3
-        candidates.append({name: torch.randn(1, channels, height, width, generator=generator)})
+        tried = [torch.randn(1, channels, height, width, generator=generator)]
         if (height, width) != (IMAGE, IMAGE):
-            candidates.append({name: torch.randn(1, channels, IMAGE, IMAGE, generator=generator)})
-        candidates.append({name: torch.randn(1, 2, channels, height, width, generator=generator)})
-    elif name in ("input_values", "audio_values", "raw_audio"):
-        candidates.append({name: torch.randn(1, AUDIO_SAMPLES, generator=generator)})
-        candidates.append({name: torch.randn(1, 1, AUDIO_SAMPLES, generator=generator)})
-    elif name in ("input_features", "spectrogram", "input_spectrograms", "audio_features"):
-        bins = _setting(config, ("num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "num_mel_filters"), 80)
-        bins = int(bins) if isinstance(bins, int) else 80
+            tried.append(torch.randn(1, channels, IMAGE, IMAGE, generator=generator))
+        tried.append(torch.randn(1, 2, channels, height, width, generator=generator))
+        return tried
+    bins = _setting(config, ("num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "num_mel_filters"), 80)
+    bins = int(bins) if isinstance(bins, int) else 80
+    if name in ("input_values", "audio_values", "raw_audio"):
+        return [torch.randn(1, AUDIO_SAMPLES, generator=generator), torch.randn(1, 1, AUDIO_SAMPLES, generator=generator),
+                torch.randn(1, 64, bins, generator=generator)]  # a spectrogram's frames (audio spectrogram transformer)
+    if name in ("hidden_states", "inputs_embeds"):  # a tower fed by another's output: vectors of its width
+        width = _setting(config, ("hidden_size", "d_model", "embed_dim"), HIDDEN)
+        return [torch.randn(1, TOKENS, int(width) if isinstance(width, int) else HIDDEN, generator=generator)]
+    if name == "past_values":  # a time series: its context, one column per channel
+        length = _setting(config, ("context_length",), 32)
+        channels = _setting(config, ("num_input_channels", "input_size"), 1)
+        length = int(length) if isinstance(length, int) else 32
+        channels = int(channels) if isinstance(channels, int) else 1
+        return [torch.randn(1, length, channels, generator=generator), torch.randn(1, length, generator=generator)]
+    if name in ("input_features", "spectrogram", "input_spectrograms", "audio_features", "audio_mel"):
         frames = _setting(config, ("max_source_positions",), 32)
         frames = 2 * int(frames) if isinstance(frames, int) and frames <= 1500 else 64
-        candidates.append({name: torch.randn(1, bins, frames, generator=generator)})
-        candidates.append({name: torch.randn(1, 64, bins, generator=generator)})
+        tried = [torch.randn(1, bins, frames, generator=generator), torch.randn(1, 64, bins, generator=generator)]
         if frames != 64:
-            candidates.append({name: torch.randn(1, bins, 64, generator=generator)})
-    else:
+            tried.append(torch.randn(1, bins, 64, generator=generator))
+        tried.append(torch.randn(1, 1, 64, bins, generator=generator))  # one channel of frames (CLAP's audio)
+        return tried
+    return []
+
+
+def dummy_inputs(model: Any, config: Any) -> list[dict[str, Any]]:
+    """Inputs for one forward pass, from the model's ``main_input_name``: the ones to try in
+    turn; then the same with every other input of ``forward`` known here (a text and an
+    image for a model of both, such as CLIP)."""
+    import torch
+
+    name = getattr(model, "main_input_name", "input_ids")
+    try:
+        accepted = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        accepted = {}
+    if accepted and name not in accepted:  # a name inherited from a base class: the first input forward knows
+        name = next((n for n in accepted if n in _INPUT_NAMES), name)
+    generator = torch.Generator().manual_seed(SEED)
+    candidates: list[dict[str, Any]] = [{name: t} for t in _inputs_named(name, config, generator)]
+    if not candidates:
         raise LookupError(f"main_input_name {name!r} has no dummy input here")
+    others = {other: _inputs_named(other, config, generator) for other in accepted
+              if other != name and other in _INPUT_NAMES}
+    others = {other: tried for other, tried in others.items() if tried}
+    if len(others) == 1:  # every shape of the other input with every shape of the main one
+        ((other, tried),) = others.items()
+        candidates += [dict(c, **{other: t}) for c in candidates for t in tried]
+    elif others:
+        candidates += [dict(c, **{other: tried[0] for other, tried in others.items()}) for c in candidates]
     if getattr(config, "is_encoder_decoder", False) or type(model).__name__.endswith("EncoderDecoderModel"):
         decoder_ids = torch.randint(3, VOCAB, (1, DECODER_TOKENS), generator=generator)
         vocab = _setting(getattr(config, "decoder", config), ("vocab_size",), VOCAB)
@@ -518,7 +706,8 @@ def run_model(model_type: str, *, dot_timeout: float = 120.0) -> dict[str, Any]:
         result["svg_pt"] = [round(size[0]), round(size[1])] if size else None
         result["drawn"] = size is not None
         result["within_page"] = bool(size) and max(size) <= PAGE + 0.5
-        result["has_note"] = "too big for a page" in source or "does not fit" in source or "not drawn whole" in source
+        words = re.sub(r"(\\[lnr]|\s)+", " ", source)  # a note is wrapped into lines ("too big for a\lpage")
+        result["has_note"] = any(p in words for p in ("too big for a page", "does not fit", "not drawn whole"))
         stage("make_dot full")
         with contextlib.redirect_stderr(io.StringIO()):
             full = make_dot(loss, recorder=rec, depth="full").source
@@ -728,6 +917,45 @@ def report(results: list[dict[str, Any]], enumerated: int) -> str:
     return "\n".join(out)
 
 
+COMMAND = "PYTHONPATH=. python -m benchmarks.breadth --json out.json --timeout 120"
+
+
+def compact(data: dict[str, Any]) -> str:
+    """A run's JSON (``--json``) as ``benchmarks/results/breadth.json`` keeps it: the totals
+    and estimate, then one line per model type: what was built and drawn, its findings
+    other than info (unused parameters counted, not listed), errors cut to 100 characters."""
+    import transformers
+
+    def row(r: dict[str, Any]) -> dict[str, Any]:
+        out = {"type": r["type"]}
+        if r.get("model"):
+            out["model"] = r["model"]
+        out.update(built=r.get("built"), stage=r.get("stage"))
+        if r.get("error"):
+            out["error"] = r["error"][:100]
+        if not r.get("built"):
+            return out
+        for key in ("nodes", "depth", "svg_pt", "estimate_pt", "within_page"):
+            if key in r:
+                out[key] = r[key]
+        if r.get("has_note") and not r.get("within_page"):
+            out["has_note"] = True
+        findings = [f for f in r.get("findings", []) if f["severity"] != "info"]
+        out["findings"] = [[f["severity"], f["code"], f["subject"]] for f in findings if f["code"] != "unused_parameter"]
+        unused = sum(f["code"] == "unused_parameter" for f in findings)
+        if unused:
+            out["unused_parameters"] = unused
+        if "findings" in r:
+            out["infos"] = sum(f["severity"] == "info" for f in r["findings"])
+        return out
+
+    results = sorted(data["results"], key=lambda r: r["type"])
+    head = {"transformers": transformers.__version__, "command": COMMAND, "enumerated": data["enumerated"],
+            "totals": totals(results, data["enumerated"]), "estimate": estimate_accuracy(results)}
+    lines = [json.dumps(row(r), separators=(",", ":")) for r in results]
+    return json.dumps(head, separators=(",", ":"))[:-1] + ',"results":[\n' + ",\n".join(lines) + "]}\n"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.breadth", description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="these model types only (comma-separated)")
@@ -738,7 +966,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep the results of --json and run the rest")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per model (default 180)")
     parser.add_argument("--jobs", type=int, default=1, help="models at a time (default 1)")
+    parser.add_argument("--compact", type=Path, help="write the results of --json, compacted, here (no run)")
     args = parser.parse_args(argv)
+    if args.compact:
+        if not args.json:
+            parser.error("--compact needs --json, the run to compact")
+        args.compact.write_text(compact(json.loads(args.json.read_text())))
+        return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     everything = model_types()
     types = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else everything

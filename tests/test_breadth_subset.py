@@ -7,6 +7,11 @@ transformers model type found a failure.
 - bart, led, fuyu: default pictures over a page (the estimate of their breadth was low).
 - maskformer, mra: a start of zeros made in forward was an unregistered-leaf error.
 - git, lightglue: a cut raised to a warning by parameters of modules that never ran.
+- dac, bailing_hybrid: default pictures dot draws wider than the estimate says (DAC's
+  residual quantizers side by side; a chain of in-place writes each read by one layer
+  box): over a page, so their note must say why and how to see the rest.
+- nemotron3_5_transcribe_word_timestamp: drawn whole, over a page without a note (its
+  breadth estimated at two thirds of dot's); expected to fail until the estimate sees it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ pytest.importorskip("transformers")
 
 from benchmarks.breadth import PAGE, run_model  # noqa: E402
 
-SUBSET = ["encoder-decoder", "vision-encoder-decoder", "bart", "led", "fuyu", "maskformer", "mra", "git", "lightglue"]
+SUBSET = ["encoder-decoder", "vision-encoder-decoder", "bart", "led", "fuyu", "maskformer", "mra", "git", "lightglue",
+          pytest.param("nemotron3_5_transcribe_word_timestamp",
+                       marks=pytest.mark.xfail(strict=True, reason="breadth estimated below dot's: over a page, no note"))]
 
 
 @pytest.mark.parametrize("model_type", SUBSET)
@@ -27,5 +34,20 @@ def test_a_model_type_is_drawn_within_a_page_explored_and_checked_without_error(
     assert result["error"] is None, result.get("traceback") or result["error"]
     assert result["drawn"] and result["explored"] and result["checked"]
     assert max(result["svg_pt"]) <= PAGE, (result["svg_pt"], result["estimate_pt"])
+    errors = [f for f in result["findings"] if f["severity"] == "error"]
+    assert not errors, errors
+
+
+OVER_A_PAGE = ["dac", "bailing_hybrid"]
+
+
+@pytest.mark.parametrize("model_type", OVER_A_PAGE)
+def test_a_picture_over_a_page_carries_the_note_saying_how_to_see_the_rest(model_type):
+    result = run_model(model_type)
+    assert result["built"], result["error"]
+    assert result["error"] is None, result.get("traceback") or result["error"]
+    assert result["drawn"] and result["explored"] and result["checked"]
+    assert max(result["svg_pt"]) <= PAGE or result["has_note"], (result["svg_pt"], result["note"])
+    assert "explore()" in result["note"] and "depth=N" in result["note"]
     errors = [f for f in result["findings"] if f["severity"] == "error"]
     assert not errors, errors

@@ -161,3 +161,59 @@ def test_command_line_depth_one_keeps_its_meaning(tmp_path):
     text = (tmp_path / "a.dot").read_text()
     assert "note:" not in result.stderr and "AddmmBackward0" not in text  # every block a box, as asked
     assert text.count("drawn as one box") == GROUPS * PER_GROUP
+
+
+class Stage(nn.Module):
+    """One residual quantizer: a projection, a straight-through rounding and two losses."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x):
+        z = self.proj(x)
+        q = z + (self.out(z) - z).detach()
+        return q, ((z - q.detach()) ** 2).mean(), ((q - z.detach()) ** 2).mean(), z
+
+
+class ParallelBranches(nn.Module):
+    """N stages in a column, each one's output masked into three running sums, as DAC's
+    residual quantizers: dot draws the N branches side by side, wider than a page."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        self.quantizers = nn.ModuleList(Stage() for _ in range(n))
+
+    def forward(self, x):
+        residual, total, loss_a, loss_b, latents = self.encoder(x), 0, 0, 0, []
+        for i, stage in enumerate(self.quantizers):
+            q, a, b, z = stage(residual)
+            mask = torch.full((x.shape[0],), i) < len(self.quantizers)
+            total = total + q * mask[:, None]
+            residual = residual - q
+            loss_a = loss_a + a * mask
+            loss_b = loss_b + b * mask
+            latents.append(z)
+        return total.sum() + loss_a.sum() + loss_b.sum() + torch.cat(latents, 1).sum()
+
+
+@needs_dot
+def test_parallel_branches_drawn_over_a_page_carry_the_note_saying_how_to_see_the_rest(capsys):
+    import re
+    import subprocess
+
+    from graphviz_autograd.views.page_fit import PAGE_LONG_SIDE
+
+    model = ParallelBranches(12)
+    with record(model) as rec:
+        out = model(torch.randn(2, 8))
+    dot = make_dot(out, recorder=rec)
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot.source.encode(), capture_output=True, check=True).stdout
+    width, height = (float(v) for v in re.search(rb'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    if max(width, height) <= PAGE_LONG_SIDE:
+        return  # drawn within a page: nothing to say
+    words = re.sub(r"(\\[lnr]|\s)+", " ", dot.source)  # the note as the picture shows it, lines joined
+    assert "too big for a page" in words, (width, height)
+    assert "depth=N another level" in words and "explore()" in words
