@@ -668,3 +668,31 @@ def test_an_output_gradient_that_is_not_contiguous_has_its_norm_measured_all_the
     contiguous.gradient("output_grad_norm", "output_grad", "layer", grad.contiguous())
     norms = [m.flat()[0].item() for m in (measures, contiguous)]
     assert norms[0] == pytest.approx(norms[1]) == pytest.approx(grad.norm().item())
+
+
+def test_the_gradient_norms_logged_are_those_the_optimizer_steps_with_even_when_changed_after_the_nan_check():
+    # watch() takes the gradients' norms once, before the optimizer's step (its NaN check), and
+    # logs those: unless the gradients change after that check, as a step pre-hook of the
+    # user's registered later does here (doubling them), when it takes them again.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    x = torch.randn(16, 4)
+    seen = {}
+
+    def double_gradients(*_):
+        torch._foreach_mul_([p.grad for p in model.parameters()], 2.0)
+
+    with watch(model, optimizer=opt, every=1, graph=False) as w:
+        for doubled in (False, True):
+            handle = opt.register_step_pre_hook(double_gradients) if doubled else None
+            model(x).pow(2).mean().backward()
+            opt.step()
+            seen[doubled] = {name: p.grad.norm().item() for name, p in model.named_parameters()}
+            opt.zero_grad()
+            if handle is not None:
+                handle.remove()
+    for step, doubled in enumerate((False, True)):
+        logged = w.latest("grad_norm", step=step)
+        assert logged == pytest.approx(seen[doubled], rel=1e-5)
+    assert seen[True]["0.weight"] == pytest.approx(2 * seen[False]["0.weight"], rel=1e-5)  # lr 0: the same gradient, doubled

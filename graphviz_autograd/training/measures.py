@@ -227,10 +227,16 @@ class StepMeasures:
         if keys:
             self._vectors.append((statistic, keys, values))
 
-    def norms(self, statistic: str, kind: str, keys: list[str], tensors: list[torch.Tensor]) -> torch.Tensor:
-        """The norm of each of ``tensors`` as ``statistic`` (multi-tensor: a few calls for all),
-        and a histogram of each as ``kind``; returns the norms, a float32 vector."""
-        norms = torch.stack(torch._foreach_norm(tensors)).float() if tensors else torch.zeros(0)
+    def norms(
+        self, statistic: str, kind: str, keys: list[str], tensors: list[torch.Tensor], known: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
+        """The norm of each of ``tensors`` as ``statistic`` (multi-tensor: a few calls for all;
+        ``known``: their norms, taken already), and a histogram of each as ``kind``; returns the
+        norms, a float32 vector."""
+        if known is not None:
+            norms = known
+        else:
+            norms = torch.stack(torch._foreach_norm(tensors)).float() if tensors else torch.zeros(0)
         self.vector(statistic, keys, norms)
         self.histograms(kind, keys, tensors)
         return norms

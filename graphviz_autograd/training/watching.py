@@ -229,6 +229,9 @@ class Watcher:
         self._measures = StepMeasures(histograms, histogram_sample)  # what the running logged step measured
         self._before: dict[str, torch.Tensor] = {}  # parameter name -> its copy before a logged step
         self._step_inputs: Optional[tuple[tuple, dict]] = None  # what the logged step's forward pass was given
+        # The gradients the check for NaN/Inf before the optimizer's step read, with their versions, and
+        # their norms (one device): the step's grad_norm when the step leaves them as they were.
+        self._grads_checked: Optional[tuple[list[torch.Tensor], list[int], torch.Tensor]] = None
         # Where the first NaN/Inf is born: (step, what find_nonfinite said of it run again, or None and why not).
         self._origin: Optional[tuple[int, Any, str]] = None
         self._nonfinite: dict[str, tuple[int, list[str]]] = {}  # statistic -> (first step, keys then)
@@ -290,6 +293,7 @@ class Watcher:
         self._measures = self._measures.anew()
         self._before = {}
         self._step_inputs = None
+        self._grads_checked = None
         self._started = False
         self._calls.restart()
 
@@ -422,6 +426,9 @@ class Watcher:
                 by_device.setdefault(g.device, []).append(g)
             norms = [torch.stack([n.float() for n in torch._foreach_norm(group)]) for group in by_device.values()]
             if all(bool(torch.isfinite(on_device).all()) for on_device in norms):
+                raw = [p.grad for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+                if len(norms) == 1 and all(type(g) is torch.Tensor and g.layout == torch.strided for g in raw):
+                    self._grads_checked = (raw, [g._version for g in raw], norms[0])
                 return
         step = self.step_count
         if _world_size() > 1:
@@ -486,7 +493,8 @@ class Watcher:
                 # Read after the step: a step given a closure (as Lightning gives one) runs the
                 # forward and backward passes inside it. Optimizers leave .grad as it was.
                 with_grads = [(name, param.grad) for name, param in named if param.grad is not None]
-                measures.norms("grad_norm", "grad", [name for name, _ in with_grads], [_whole(g.detach()) for _, g in with_grads])
+                known = self._norms_checked([g for _, g in with_grads])
+                measures.norms("grad_norm", "grad", [name for name, _ in with_grads], [_whole(g.detach()) for _, g in with_grads], known)
             moved = [(name, _whole(param.detach()), self._before[name]) for name, param in named if name in self._before]
             if not moved:
                 return
@@ -499,6 +507,17 @@ class Watcher:
             torch._foreach_sub_(changes, [now for _, now, _ in moved])
             measures.vector("update_ratio", names, torch.stack(torch._foreach_norm(changes)).float() / norms)
             measures.histograms("update", names, changes)
+
+    def _norms_checked(self, grads: list[torch.Tensor]) -> Optional[torch.Tensor]:
+        """The norms of ``grads`` the check for NaN/Inf before the optimizer's step took, when
+        it read these very gradients, unchanged since (a step given a closure makes new ones)."""
+        checked, self._grads_checked = self._grads_checked, None
+        if checked is None:
+            return None
+        tensors, versions, norms = checked
+        if len(tensors) != len(grads) or any(g is not t or t._version != v for g, t, v in zip(grads, tensors, versions)):
+            return None
+        return norms
 
     # --- the end of a logged step: one transfer ---
 
