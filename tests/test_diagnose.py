@@ -266,17 +266,21 @@ def test_a_key_bias_before_a_softmax_gets_no_vanishing_warning():
     assert summary(findings) == {("info", "grad_zero", "key.bias")}
 
 
+class FeatureEncoder(nn.Module):
+    """As Wav2Vec2's feature encoder: gradient checkpointing needs a leaf that requires grad,
+    so its forward makes a view of its input require grad."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(1, 2, 3)
+
+    def forward(self, input_values):
+        hidden = input_values[:, None]
+        hidden.requires_grad = True
+        return self.conv(hidden).sum()
+
+
 def test_a_view_of_an_input_that_the_forward_made_require_grad_is_that_input():
-    class FeatureEncoder(nn.Module):  # as Wav2Vec2's: gradient checkpointing needs a leaf that requires grad
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv1d(1, 2, 3)
-
-        def forward(self, input_values):
-            hidden = input_values[:, None]
-            hidden.requires_grad = True
-            return self.conv(hidden).sum()
-
     model = FeatureEncoder()
     with record(model) as rec:
         loss = model(torch.randn(1, 10))
@@ -520,16 +524,6 @@ def test_check_takes_a_module_as_params_beside_a_model_as_it_takes_its_parameter
 
 
 def test_a_view_of_an_input_made_to_require_grad_is_no_stray_weight_without_a_recorder():
-    class FeatureEncoder(nn.Module):  # as Wav2Vec2's
-        def __init__(self):
-            super().__init__()
-            self.conv = nn.Conv1d(1, 2, 3)
-
-        def forward(self, input_values):
-            hidden = input_values[:, None]
-            hidden.requires_grad = True
-            return self.conv(hidden).sum()
-
     model = FeatureEncoder()
     loss = model(torch.randn(1, 10))
     assert summary(check(loss, model, backward=True), with_info=False) == set()
