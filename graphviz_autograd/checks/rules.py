@@ -292,13 +292,22 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float]:
     return at(0.25), at(0.75)
 
 
+def _shares_at_least(evidence: StepEvidence, statistic: str, least: float) -> list[tuple[str, float, Mapping[str, float]]]:
+    """(call, share, its statistics) of each module call whose output is finite and whose
+    ``statistic`` (a share of its outputs) is ``least`` or more: a NaN output's share of
+    zeros or of values at a bound says nothing."""
+    return [
+        (call, share, values)
+        for call, values in evidence.outputs.items()
+        for share in (values.get(statistic),)
+        if share is not None and math.isfinite(share) and _finite_output(values) and share >= least
+    ]
+
+
 def dead_units(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
     """A module call whose finite output is :data:`DEAD_ZERO_FRACTION` zero or more."""
     found = []
-    for call, values in evidence.outputs.items():
-        zero = values.get("activation_zero_fraction")
-        if zero is None or not math.isfinite(zero) or not _finite_output(values) or zero < DEAD_ZERO_FRACTION:
-            continue
+    for call, zero, values in _shares_at_least(evidence, "activation_zero_fraction", DEAD_ZERO_FRACTION):
         units = values.get("activation_dead_fraction")
         unit_text = f", {units:.0%} of its units zero for every input" if units is not None and math.isfinite(units) else ""
         found.append(Condition(
@@ -310,16 +319,13 @@ def dead_units(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list
 
 def saturated(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
     """A tanh/sigmoid module call whose finite outputs sit :data:`SATURATED_FRACTION` at their bounds or more."""
-    found = []
-    for call, values in evidence.outputs.items():
-        share = values.get("activation_saturated_fraction")
-        if share is None or not math.isfinite(share) or not _finite_output(values) or share < SATURATED_FRACTION:
-            continue
-        found.append(Condition(
+    return [
+        Condition(
             SATURATED, WARNING, call, call, f"{call}: {share:.0%} of its outputs sit at their bounds",
             "saturated units pass almost no gradient; scale down the inputs to it (a normalisation before it, "
-            "a smaller initialisation)", (call,), share))
-    return found
+            "a smaller initialisation)", (call,), share)
+        for call, share, _ in _shares_at_least(evidence, "activation_saturated_fraction", SATURATED_FRACTION)
+    ]
 
 
 def update_ratio(evidence: StepEvidence, decades: float = DEFAULT_DECADES) -> list[Condition]:
