@@ -415,7 +415,8 @@ class Watcher:
         inputs = self._step_inputs
         if self._origin is not None or inputs is None:
             return
-        grads = [p.grad.detach() for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+        raw = [p.grad for p in self.model.parameters() if p.requires_grad and p.grad is not None]
+        grads = [g.detach() for g in raw]
         if not grads:
             return  # a step given a closure computes them inside optimizer.step()
         with torch.no_grad():
@@ -426,7 +427,6 @@ class Watcher:
                 by_device.setdefault(g.device, []).append(g)
             norms = [torch.stack([n.float() for n in torch._foreach_norm(group)]) for group in by_device.values()]
             if all(bool(torch.isfinite(on_device).all()) for on_device in norms):
-                raw = [p.grad for p in self.model.parameters() if p.requires_grad and p.grad is not None]
                 if len(norms) == 1 and all(type(g) is torch.Tensor and g.layout == torch.strided for g in raw):
                     self._grads_checked = (raw, [g._version for g in raw], norms[0])
                 return
