@@ -159,6 +159,24 @@ def test_modules_put_into_the_model_after_watch_started_are_named_once_in_a_find
     assert not [f for f in quiet.findings() if f.code == "unwatched_module"]
 
 
+def test_a_parameter_set_after_watch_started_is_the_one_measured_from_then_on():
+    # The watcher walks the model's parameters again only when a module or parameter is set:
+    # a layer's weight replaced mid-run must be the weight whose norm is logged after it.
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # no change: the norm logged is the weight's own
+    with watch(model, optimizer=opt, every=1) as w:
+        for step in range(4):
+            if step == 2:
+                model.fc1.weight = nn.Parameter(torch.full_like(model.fc1.weight, 3.0))
+                opt.add_param_group({"params": [model.fc1.weight]})
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+    norms = w.series("param_norm")["fc1.weight"]
+    assert norms[-1] == pytest.approx(model.fc1.weight.norm().item())
+    assert norms[1] != pytest.approx(norms[-1])
+
+
 def test_a_page_that_fails_to_be_made_does_not_stop_training(tmp_path, monkeypatch):
     from graphviz_autograd.training.watching import Watcher
 

@@ -106,7 +106,7 @@ class StepMeasures:
     to one vector on their device. Holds only tensors of its own (reductions and copied
     samples), none of the model's, except parameters' samples taken when the step ends."""
 
-    def __init__(self, histograms: bool, sample: Optional[int], scratch_size: int = 0):
+    def __init__(self, histograms: bool, sample: Optional[int]):
         self.with_histograms = histograms
         self.sample = sample
         # Module call outputs: per output, its path, element count and unit count; its sum, sum
@@ -126,19 +126,12 @@ class StepMeasures:
         # histograms(), and how many elements of them each histogram counts.
         self._samples: list[torch.Tensor] = []
         self._sample_sizes: list[int] = []
-        # Room for the signs of the largest output: one allocation per step, not one per output
-        # (a 4-layer GPT-2's 55 outputs made 26 MB of them per step, and the page faults of
-        # memory handed back to the system and taken again). ``scratch_size`` is a hint, from
-        # the step before, of how large; the watcher keeps no tensor from one step to the next.
-        self._scratch: Optional[torch.Tensor] = None
-        self.scratch_size = scratch_size
         self._last_output: Optional[_Measured] = None
         self._last_gradient: Optional[_Measured] = None
 
     def anew(self) -> "StepMeasures":
-        """Empty measures for the next logged step: these settings, and the scratch size
-        this step needed (a hint; no tensor is kept from one step to the next)."""
-        return StepMeasures(self.with_histograms, self.sample, self.scratch_size)
+        """Empty measures for the next logged step, with these settings."""
+        return StepMeasures(self.with_histograms, self.sample)
 
     @property
     def empty(self) -> bool:
@@ -172,7 +165,8 @@ class StepMeasures:
         self._sizes.append(count)
         self._widths.append(width)
         counted = _runs(flat, ZERO_COUNT_SAMPLE)
-        signs = self._signs(counted)  # -1, 0 or 1: the sum of their squares counts the nonzero elements
+        # -1, 0 or 1: the sum of their squares counts the nonzero elements (at most 256 KiB of them).
+        signs = torch.sign(counted).view(-1)
         nonzero = torch.dot(signs, signs)
         if counted.numel() != count:
             nonzero = nonzero * (count / counted.numel())
@@ -255,15 +249,6 @@ class StepMeasures:
         self._samples.append(sample)
         self._sample_sizes.append(sample.numel())
 
-    def _signs(self, values: torch.Tensor) -> torch.Tensor:
-        """``values.sign()`` as one flat vector, written into the step's scratch memory."""
-        count = values.numel()
-        scratch = self._scratch
-        if scratch is None or scratch.numel() < count or scratch.device != values.device:
-            scratch = self._scratch = torch.empty(max(count, self.scratch_size), device=values.device)
-            self.scratch_size = scratch.numel()
-        return torch.sign(values, out=scratch[:count].view(values.shape)).view(-1)
-
     def flat(self) -> tuple[torch.Tensor, Layout]:
         """Every number of the step in one float32 vector on the device of what was measured
         (the first measured's, for a model split over devices), and where each belongs."""
@@ -324,11 +309,26 @@ def histogram_counts(samples: Sequence[torch.Tensor], sizes: Sequence[int]) -> t
     bins = exponents.sub_(HISTOGRAM_LOW).mul_(HISTOGRAM_BINS).div_(span).floor_().clamp_(max=HISTOGRAM_BINS - 1)
     device = bins.device
     total = len(sizes) * HISTOGRAM_BINS
-    first_bins = torch.arange(len(sizes), dtype=torch.float32, device=device).mul_(HISTOGRAM_BINS)
-    bins += torch.repeat_interleave(first_bins, torch.tensor(sizes, device=device), output_size=bins.numel())
+    bins += _first_bins(tuple(sizes), device)
     index = bins.nan_to_num_(nan=total).long()  # NaN into one more bin, left out
     counts = torch.zeros(total + 1, device=device).index_add_(0, index, torch.ones((), device=device).expand(index.numel()))
     return counts[:total]
+
+
+def _first_bins(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """The first bin of each value's histogram, for histograms of ``sizes`` values one after
+    another: kept for the last sizes and device asked, which a logged step asks again."""
+    key = (sizes, device)
+    kept = _FIRST_BINS.get(0)  # one (key, tensor) pair, read and replaced whole: watchers in threads
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    first_bins = torch.arange(len(sizes), dtype=torch.float32, device=device).mul_(HISTOGRAM_BINS)
+    expanded = torch.repeat_interleave(first_bins, torch.tensor(sizes, device=device), output_size=sum(sizes))
+    _FIRST_BINS[0] = (key, expanded)
+    return expanded
+
+
+_FIRST_BINS: dict[int, tuple[tuple[tuple[int, ...], torch.device], torch.Tensor]] = {}
 
 
 def _sample(flat: torch.Tensor, width: int, size: Optional[int]) -> torch.Tensor:
@@ -339,12 +339,23 @@ def _sample(flat: torch.Tensor, width: int, size: Optional[int]) -> torch.Tensor
     >>> _sample(torch.arange(12.0), 4, 4).tolist()
     [0.0, 3.0, 6.0, 9.0]
     """
-    if size is None or flat.numel() <= size:
+    count = flat.numel()
+    if size is None or count <= size:
         return flat
-    step = -(-flat.numel() // size)
-    while math.gcd(step, width) != 1:
-        step += 1
+    key = (count, width, size)
+    step = _SAMPLE_STEPS.get(key)
+    if step is None:
+        step = -(-count // size)
+        while math.gcd(step, width) != 1:
+            step += 1
+        if len(_SAMPLE_STEPS) > 4096:  # shapes of a run are few; a run of ever new ones starts afresh
+            _SAMPLE_STEPS.clear()
+        _SAMPLE_STEPS[key] = step
     return flat[::step]
+
+
+# The step of each sample, by (elements, unit width, sample size): a step samples the same shapes again.
+_SAMPLE_STEPS: dict[tuple[int, int, int], int] = {}
 
 
 _RUN = 256  # elements: 1 KiB of float32, whole cache lines
