@@ -412,6 +412,10 @@ def test_a_llama_layer_names_the_rotary_angles_and_the_mask_that_enter_it():
         assert {("in", "hidden_states"), ("in", "position_embeddings[0]"), ("in", "position_embeddings[1]"),
                 ("in", "attention_mask"), ("out", "output")} == set(ports)
         assert len(ports) == len(set(ports))  # cos read by q and by k is one port
+    # The float mask the model makes from attention_mask is drawn in the model, where it was made (so that
+    # it enters each layer by a port), and not said to be the bool tensor it was made from.
+    masks = [node for node in data["nodes"] if node["kind"] == "no_grad" and node.get("module") == "model"]
+    assert masks and all(node["label"] == "requires_grad=False" for node in masks)
     # The rotary embedding gives out (cos, sin): two ports, not one per reader.
     assert sorted(ports_of(data, "model.rotary_emb")) == [("out", "output[0]"), ("out", "output[1]")]
     everywhere = [label for lv in data["levels"] for _, label in ports_of(data, lv["path"])]

@@ -613,7 +613,9 @@ class Recorder:
                     for out in outputs:
                         if not out.requires_grad and out not in self._entered:
                             self._entered[out] = dict(entered)
-                            if not inherited and out not in self._reasons:
+                            # (An integer or bool one is said to be that where it is cut, and a float made
+                            # from it must not inherit those words.)
+                            if not inherited and (out.is_floating_point() or out.is_complex()) and out not in self._reasons:
                                 self._reasons[out] = self._reason(out, module)
                     return
 
