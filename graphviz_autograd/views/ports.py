@@ -50,21 +50,15 @@ def edge_names(
     """The names of the edges of ``drawn`` that cross a module border where a recorder saw
     what crossed, by ``(source, target, kind)``; ``origin`` says which drawn node each
     walked node went to (None: not drawn; one it leaves out, or None for all: drawn as
-    itself), ``stood_for`` which walked nodes
-    of a folded run of blocks are drawn by the first block's (an edge between two of them
-    is the first block's to name). Empty for a graph with no names."""
+    itself), ``stood_for`` which walked nodes of a folded run of blocks are drawn by the
+    first block's (an edge between two of them is the first block's to name). Empty for a
+    graph with no names."""
     if not walked.modules:
         return {}
-    # The nodes whose tensor has a name to say (the few at a module's border, and parameters):
-    # only edges from them are looked at.
-    named = {node.id: node for node in walked.nodes
-             if node.kind == PARAMETER or (node.attrs and any(key == PORT_ATTR for key, _ in node.attrs))}
+    named = walked.derived("port_sources", lambda: _port_sources(walked))
     if not named:
         return {}
-    nodes = {node.id: node for node in walked.nodes}
-    for source_id, target_id, *_ in walked.edges:  # an AccumulateGrad is named by its leaf
-        if source_id in named and nodes[target_id].kind == ACCUMULATE_GRAD and nodes[source_id].kind in (PARAMETER, LEAF):
-            named[target_id] = nodes[source_id]
+    nodes = walked.derived("by_id", lambda: {node.id: node for node in walked.nodes})
     boxes = {node.id: node for node in drawn.nodes if node.kind == MODULE}
     drawn_ids = {node.id for node in drawn.nodes}
     found: dict[EdgeKey, list[tuple[str, str, list[str]]]] = {}
@@ -80,6 +74,21 @@ def edge_names(
         if names is not None:
             found.setdefault((s, t, kind), []).append(names)
     return {key: _merged(each) for key, each in found.items()}
+
+
+def _port_sources(walked: AutogradGraph) -> dict[str, Node]:
+    """The nodes whose tensor has a name to say, by id: the few at a module's border, and
+    parameters; an AccumulateGrad stands for its leaf. Only edges from them are looked at."""
+    named = {node.id: node for node in walked.nodes
+             if node.kind == PARAMETER or (node.attrs and any(key == PORT_ATTR for key, _ in node.attrs))}
+    if not named:
+        return named
+    leaves = {node_id for node_id, node in named.items() if node.kind in (PARAMETER, LEAF)}
+    accumulators = {node.id for node in walked.nodes if node.kind == ACCUMULATE_GRAD}
+    for source_id, target_id, *_ in walked.edges:
+        if source_id in leaves and target_id in accumulators:
+            named[target_id] = named[source_id]
+    return named
 
 
 def _crossing_names(
