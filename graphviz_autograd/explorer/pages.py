@@ -731,7 +731,7 @@ def _build_level(
             return at
         name = _port_name(nodes[shown[node_index]], way, level.path, leaf_of)
         if name is None:
-            name = f"{way} {sum(1 for p in port_of if p[0] == way) + 1}"
+            name = f"{way} {sum(1 for item in items if item[0] == way) + 1}"
         elif (way, name) in port_of:
             at = port_of[key] = port_of[(way, name)]
             return at
