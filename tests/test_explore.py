@@ -10,7 +10,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from graphviz_autograd import OptionError, OutputPathError, explore, render, walk
+from graphviz_autograd import OptionError, OutputPathError, explore, record, render, walk
 from graphviz_autograd.cli.commands import main
 from graphviz_autograd.checks.diagnosis import Finding
 from graphviz_autograd.explorer.pages import embedded_json
@@ -383,4 +383,77 @@ def test_gpt2_ports_name_hidden_states_and_the_tied_weight(gpt2_page):
     data = gpt2_page.data
     assert ("in", "hidden_states") in ports_of(data, "transformer.h.1")
     assert ("in", "transformer.wte.weight") in ports_of(data, "lm_head")
-    assert ("out", "transformer.wte.weight") in ports_of(data, "transformer")
+    # Leaving transformer, the tied weight says where it goes: the top level's reader sees lm_head there.
+    assert ("out", "wte.weight = lm_head.weight") in ports_of(data, "transformer")
+
+
+def tiny_llama():
+    """A recorded forward pass of a 2-layer Llama with eager attention and a padded mask (a float
+    mask added to the scores, as the sdpa path leaves out when no token is padded): (logits, recorder)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=256)
+    config._attn_implementation = "eager"
+    model = LlamaForCausalLM(config)
+    mask = torch.ones(1, 8, dtype=torch.long)
+    mask[0, :2] = 0
+    with record(model) as recorder:
+        logits = model(torch.arange(8).unsqueeze(0), attention_mask=mask).logits
+    return logits, recorder
+
+
+def test_a_llama_layer_names_the_rotary_angles_and_the_mask_that_enter_it():
+    logits, recorder = tiny_llama()
+    data = explore(logits, recorder=recorder).data
+    for path in ("model.layers.0", "model.layers.1"):
+        ports = ports_of(data, path)
+        assert {("in", "hidden_states"), ("in", "position_embeddings[0]"), ("in", "position_embeddings[1]"),
+                ("in", "attention_mask"), ("out", "output")} == set(ports)
+        assert len(ports) == len(set(ports))  # cos read by q and by k is one port
+    # The float mask the model makes from attention_mask is drawn in the model, where it was made (so that
+    # it enters each layer by a port), and not said to be the bool tensor it was made from.
+    masks = [node for node in data["nodes"] if node["kind"] == "no_grad" and node.get("module") == "model"]
+    assert masks and all(node["label"] == "requires_grad=False" for node in masks)
+    # The rotary embedding gives out (cos, sin): two ports, not one per reader.
+    assert sorted(ports_of(data, "model.rotary_emb")) == [("out", "output[0]"), ("out", "output[1]")]
+    everywhere = [label for lv in data["levels"] for _, label in ports_of(data, lv["path"])]
+    assert everywhere and not [label for label in everywhere if re.fullmatch(r"(in|out) \d+", label)]
+    assert level(data, "model.layers.0")["template"] == level(data, "model.layers.1")["template"]
+
+
+class _Branch(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, features, gate, scale=None):
+        return self.fc(features) * gate * scale
+
+
+class _Branches(torch.nn.Module):
+    """Two branches that take the model's input, a parameter of the model and a tensor made
+    in forward as arguments: leaves of the graph, drawn outside the branches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left, self.right = _Branch(), _Branch()
+        self.scale = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        made = torch.full((4,), 2.0, requires_grad=True)
+        return (self.left(x, made, scale=self.scale) + self.right(x, x, scale=self.scale)).sum()
+
+
+def test_a_leaf_that_enters_a_module_call_is_named_by_the_argument_it_is():
+    torch.manual_seed(0)
+    model = _Branches()
+    with record(model) as recorder:
+        out = model(torch.ones(2, 4, requires_grad=True))
+    data = explore(out, recorder=recorder).data
+    # The input, a tensor made in forward and a parameter of the model, each by its argument's name.
+    assert sorted(ports_of(data, "left")) == [("in", "features"), ("in", "gate"), ("in", "scale"), ("out", "output")]
+    # The input given as two arguments is one port, named by the first.
+    assert sorted(ports_of(data, "right")) == [("in", "features"), ("in", "scale"), ("out", "output")]
+    assert ("in", "input") in ports_of(data, "left.fc")  # x, two levels down, by the Linear's argument

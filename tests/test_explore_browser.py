@@ -127,6 +127,15 @@ def test_page_opens_past_a_top_level_one_module_fills_and_goes_back_up(browser, 
         assert page.errors == []
 
 
+def test_ports_show_what_enters_and_leaves_by_name(browser, gpt2_file):
+    with Page(browser, gpt2_file, at_top=False) as page:  # transformer's level
+        leaving = page.page.locator("g.node.kind-out text").all_text_contents()
+        assert "last_hidden_state" in leaving and "wte.weight = lm_head.weight" in leaving
+        page.box("GPT2Block").click()
+        assert "hidden_states" in page.page.locator("g.node.kind-in text").all_text_contents()
+        assert page.errors == []
+
+
 def test_folded_block_opens_one_representative(gpt2):
     gpt2.box("transformer").click()
     assert gpt2.crumbs() == ["GPT2LMHeadModel", "transformer"]

@@ -131,8 +131,11 @@ class Recorder:
         self.key = f"graphviz_autograd.record.{next(_keys)}"
         self.ports_key = self.key + ".ports"
         self._forward_arguments: dict[type, tuple[str, ...]] = {}
-        # Tensors without gradient a module call took as arguments: {call path: argument name}.
+        # Tensors without gradient a module call took as arguments or returned:
+        # {(PORT_IN or PORT_OUT, call path): name}.
         self._entered: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # Leaf tensors that require grad (parameters, inputs) a module call took or returned, alike.
+        self._leaf_ports: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._any_entered = False  # whether _entered ever held one (asking its length is slow)
         # The model's own modules, without the calls after the first (see modules).
         # Its modules, parameters and buffers, walked once for the constructor, __enter__ and the
@@ -231,8 +234,17 @@ class Recorder:
 
     def first_used_in(self, tensor: torch.Tensor) -> str:
         """The module whose forward first used ``tensor``, a leaf that requires grad and is
-        none of the model's parameters or inputs ('' when unseen or at the top level)."""
-        return self._stray_leaves.get(tensor, "")
+        none of the model's parameters or inputs ('' when unseen or at the top level).
+
+        One given to a module call as an argument was made outside that call: it belongs
+        to the module around the outermost such call that its first use is in."""
+        used = self._stray_leaves.get(tensor, "")
+        noted = self._leaf_ports.get(tensor)
+        if noted:
+            outer = [path for way, path in noted if way == PORT_IN and (not path or used == path or used.startswith(path + "."))]
+            if outer:
+                used = min(outer, key=len).rpartition(".")[0]
+        return used
 
     def note_unseen(self, graph: AutogradGraph) -> None:
         """Say once, as a warning, when a walked graph holds compiled code this recorder could not see
@@ -429,12 +441,17 @@ class Recorder:
                 if ports is None:
                     ports = fn.metadata[self.ports_key] = {}
                 ports.setdefault((direction, path), name)
-            elif not value.requires_grad and direction == PORT_IN:  # an input without gradient: on its cut
+            elif not value.requires_grad:  # an input without gradient: on its cut
                 entered = self._entered.get(value)
                 if entered is None:
                     entered = self._entered[value] = {}
                     self._any_entered = True
-                entered.setdefault(path, name)
+                entered.setdefault((direction, path), name)
+            else:  # a leaf (a parameter, an input that requires grad): on its node, by the walk
+                noted = self._leaf_ports.get(value)
+                if noted is None:
+                    noted = self._leaf_ports[value] = {}
+                noted.setdefault((direction, path), name)
         elif type(value) is tuple or type(value) is list:
             for i, item in enumerate(value):
                 if _is_tensor(item):
@@ -493,7 +510,7 @@ class Recorder:
                 self._reasons[out] = (code, named_text.format(name) if name else text, module)
             return
         if self._any_entered:
-            self._pass_on_ports(inputs, outputs)
+            self._pass_on_ports(inputs, outputs, module)
         new_nodes, cut = self._note_new_nodes(outputs, inputs, module, before)
         if cut:
             self._note_cuts(new_nodes, func, args, kwargs, module)
@@ -581,24 +598,42 @@ class Recorder:
             if id(fn) in per_node:
                 fn.metadata[self.key] = (fn.metadata[self.key][0], tuple(per_node[id(fn)]))
 
-    def _pass_on_ports(self, inputs: list, outputs: list) -> None:
+    def _pass_on_ports(self, inputs: list, outputs: list, module: str) -> None:
         """An input without gradient a module call took as an argument, reshaped or sliced
-        (``cos.unsqueeze(1)``, ``mask[:, :, :, :n]``), is still that argument where it is used."""
+        (``cos.unsqueeze(1)``, ``mask[:, :, :, :n]``), is still that argument where it is used.
+
+        One made from such an argument with no reason of its own (Llama's 4-d mask, made by
+        the model from ``attention_mask``) is kept as made in ``module``: an op deeper down
+        that reads it is not where it comes from."""
         for tensor in inputs:
             if not tensor.requires_grad:
                 entered = self._entered.get(tensor)
                 if entered:
+                    inherited = self._inherited_reason(inputs, module) is not None
                     for out in outputs:
                         if not out.requires_grad and out not in self._entered:
                             self._entered[out] = dict(entered)
+                            # (An integer or bool one is said to be that where it is cut, and a float made
+                            # from it must not inherit those words.)
+                            if not inherited and (out.is_floating_point() or out.is_complex()) and out not in self._reasons:
+                                self._reasons[out] = self._reason(out, module)
                     return
 
     def _with_ports(self, reason: Reason, value: Any) -> Reason:
-        """``reason`` with the module calls ``value`` entered as an argument, by its name there."""
+        """``reason`` with the module calls ``value`` entered as an argument or left as an
+        output, by its name there."""
         entered = self._entered.get(value) if _is_tensor(value) else None
         if not entered:
             return reason
-        return (*reason[:3], tuple((PORT_ATTR, f"{PORT_IN}\n{path}\n{name}") for path, name in sorted(entered.items())))
+        return (*reason[:3], tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(entered.items())))
+
+    def leaf_ports(self, tensor: torch.Tensor) -> tuple[tuple[str, str], ...]:
+        """The (PORT_ATTR, text) pairs of a leaf that requires grad: the module calls that took
+        it as an argument or returned it, by its name there (see _note_port)."""
+        noted = self._leaf_ports.get(tensor)
+        if not noted:
+            return ()
+        return tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(noted.items()))
 
     def _operand_reason(self, value: Any, module: str) -> Reason:
         """Why an operand without gradient carries none: a number (a Python number, or a 0-d

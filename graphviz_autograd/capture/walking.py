@@ -595,12 +595,13 @@ class _Walker:
             if name is None and _views_data(tensor):
                 name = UNNAMED_DATA_VIEW  # the same, of an input no one named (no recorder)
         owner = ""
+        also = self.aliases.get(key, ()) if self.aliases else ()
         if self.recorder is not None:
             # A named tensor belongs to the module that owns it; an unnamed one to the module
             # whose forward first used it (a tensor made there).
             owner = self.recorder.owner(name) if name else self.recorder.first_used_in(tensor)
+            also += self.recorder.leaf_ports(tensor)  # the module calls that took it, by argument name
         kind = LEAF if name is None else PARAMETER
-        also = self.aliases.get(key, ()) if self.aliases else ()
         if tensor.layout is not _STRIDED or tensor.is_nested:  # sparse, nested...: say so
             self.contents.append((kind, name or "", *_tensor_meta(tensor), also, "", owner))
             return index

@@ -54,6 +54,7 @@ from ..graph.style import (
 from ..options import DrawOptions
 from ..views.overlays import Overlay
 from ..views.page_fit import COMPACT_RANKSEP, row_of_rows, rows_possible
+from ..views.ports import EdgeKey, EdgeNames
 from ..views.prepared import View, prepare
 from ..views.shown import drawn_text
 from .overlay_styles import COLOUR_BAR, overlay_styles
@@ -304,11 +305,12 @@ def _body_pieces(
         yield from (line for _, line in junction_lines)
     if rerouted is not None:
         columns = Columns(writer.ids + [junction_id for junction_id, _ in junction_lines], columns.contents, rerouted.links)
+    names = view.edge_names
     if in_runs:
         count = len(columns.links)
-        yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length)) for i in range(0, count, run_length))
+        yield from ("".join(_edge_lines(columns, show_shapes, i, i + run_length, names)) for i in range(0, count, run_length))
     else:
-        yield from _edge_lines(columns, show_shapes)
+        yield from _edge_lines(columns, show_shapes, names=names)
     if rows_possible(len(columns.contents)):
         ids = writer.ids
         # A long row of inputs laid as a row of rows (the estimate of page_fit counts the same edges).
@@ -377,12 +379,18 @@ def _edge_line_ends() -> dict[str, str]:
     return {kind: (f" [{attr_list(attrs)}]\n" if attrs else "\n") for kind, attrs in EDGE_STYLES.items()}
 
 
-def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None) -> list[str]:
-    """The lines of the edges ``columns.links[start:stop]``."""
+def _edge_lines(
+    columns: Columns, show_shapes: bool, start: int = 0, stop: Optional[int] = None,
+    names: Mapping[EdgeKey, EdgeNames] = {},
+) -> list[str]:
+    """The lines of the edges ``columns.links[start:stop]``; those in ``names`` (by source
+    id, target id and kind) carry what enters and leaves a module along them."""
     ids = columns.ids
     assert ids is not None  # the writer's columns have their ids filled in
     links = columns.links if start == 0 and stop is None else columns.links[start:stop]
     line_ends = _edge_line_ends()
+    if names:
+        return _named_edge_lines(ids, links, show_shapes, names)
     if not show_shapes:
         # Indexing is faster than attribute reads on a million edges.
         return [f"\t{ids[s]} -> {ids[t]}{line_ends[rest[0]]}" for s, t, rest in links]
@@ -399,6 +407,43 @@ def _edge_lines(columns: Columns, show_shapes: bool, start: int = 0, stop: Optio
             attrs = dict(EDGE_STYLES[kind], **EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
             end = shaped[key] = f" [{attr_list(attrs)}]\n"
         lines.append(f"\t{ids[s]} -> {ids[t]}{end}")
+    return lines
+
+
+def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: bool,
+                      names: Mapping[EdgeKey, EdgeNames]) -> list[str]:
+    """:func:`_edge_lines` of a graph some of whose edges cross a module's border by a name
+    (a recorded graph's): an edge into or out of a module box is labelled with the
+    argument it enters by and the output it leaves by (``output[0] → hidden_states``),
+    above its shape when shapes are shown, and every border it crosses is in its tooltip.
+    A label beside the edge, not at its end: Graphviz makes room for it there, where a
+    head label would run into the title of a cluster around the box.
+
+    >>> from graphviz_autograd.views.ports import EdgeNames
+    >>> named = {("n1", "n0", DATA): EdgeNames("hidden_states", "", ("enters h.0 as hidden_states",))}
+    >>> _named_edge_lines(["n0", "n1"], [(1, 0, (DATA,))], False, named)
+    ['\\tn1 -> n0 [fontcolor=gray30 fontsize=8 label="hidden_states" tooltip="enters h.0 as hidden_states"]\\n']
+    """
+    lines = []
+    line_ends = _edge_line_ends()
+    for s, t, rest in links:
+        kind = rest[0]
+        shaped = show_shapes and (kind == DATA or kind == DATA_JOIN) and len(rest) > 1 and rest[1] is not None
+        named = names.get((ids[s], ids[t], kind))
+        if named is None and not shaped:
+            lines.append(f"\t{ids[s]} -> {ids[t]}{line_ends[kind]}")
+            continue
+        attrs = dict(EDGE_STYLES[kind])
+        label_lines = []
+        if named is not None:
+            label_lines = [" \u2192 ".join(name for name in (named.tail, named.head) if name)] if named.head or named.tail else []
+            if named.crossings:
+                attrs["tooltip"] = tooltip_value(named.crossings)
+        if shaped:
+            label_lines.append(edge_shape_text(rest[1], rest[2]))
+        if label_lines:
+            attrs.update(EDGE_LABEL_ATTRS, label=quote("\n".join(label_lines)))
+        lines.append(f"\t{ids[s]} -> {ids[t]} [{attr_list(attrs, quoted=('label', 'tooltip'))}]\n")
     return lines
 
 

@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 from ..graph.module_tree import ModuleTree
-from ..graph.descriptions import NO_GRAD_LABEL, UNNAMED, describe_op, failed_call_tooltip, module_box_lines, shape_text
+from ..graph.descriptions import (
+    NO_GRAD_LABEL, UNNAMED, describe_op, failed_call_tooltip, module_box_lines, port_name, shape_text,
+)
 from ..drawing.dot_writer import label as dot_label
 from ..drawing.dot_writer import attr_list, digraph, quote
 from ..errors import (
@@ -52,7 +54,7 @@ from ..errors import (
 )
 from ..graph.autograd_graph import ACCUMULATE_GRAD, CUT, DATA, FAILED, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY
 from ..graph.autograd_graph import (
-    AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants, other_names, port_names, saved_attrs,
+    AutogradGraph, Edge, ModuleInfo, Node, leaves_and_returns, op_constants, other_names, saved_attrs,
 )
 from ..views.collapsing import alike_runs, box_runs, node_targets
 from ..views.junctions import link_routes, plan_junctions
@@ -357,7 +359,7 @@ def _split_big_levels(home: list[str], kinds: Sequence[str], modules: ModuleTree
 
 
 class _Level:
-    __slots__ = ("path", "nodes", "children", "items", "refs", "edges", "signature", "template", "ops")
+    __slots__ = ("path", "nodes", "children", "items", "refs", "edges", "signature", "template", "ops", "in_ports")
 
     def __init__(self, path: str):
         self.path = path
@@ -369,6 +371,7 @@ class _Level:
         self.signature: tuple = ()
         self.template = -1
         self.ops = 0  # op nodes in this level and every level below it
+        self.in_ports: dict[int, int] = {}  # outside display node index -> the in-port item its edges enter by
 
 
 def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -488,16 +491,16 @@ def explorer_data(view: View, *, findings: Iterable[Any] = (), timeout: Optional
     runs_of = functools.partial(box_runs, modules, members=members, targets=node_targets(graph.edges),
                                 apart=states.get if states else None)
 
-    # The parameter each AccumulateGrad stores the gradient of: a port it crosses is named by it.
+    # The leaf (a parameter, an input) each AccumulateGrad stores the gradient of: a port it crosses is named by it.
     kind_of = {node.id: node.kind for node in nodes}
-    parameter_of = {edge[1]: graph.node(edge[0]).label for edge in graph.edges
-                    if kind_of.get(edge[0]) == PARAMETER and kind_of.get(edge[1]) == ACCUMULATE_GRAD}
+    leaf_of = {edge[1]: graph.node(edge[0]) for edge in graph.edges
+               if kind_of.get(edge[0]) in (PARAMETER, LEAF) and kind_of.get(edge[1]) == ACCUMULATE_GRAD}
     # Deepest levels first: a box's signature needs its level's template.
     templates: list[dict] = []
     template_of: dict[tuple, int] = {}
     for level in sorted(ordered, key=lambda lv: -len(chain(lv.path))):
         _build_level(level, levels, modules, nodes, shown, level_edges[level.path], template_of, templates, runs_of,
-                     parameter_of)
+                     leaf_of)
 
     _add_expanded_views(ordered, levels, home, edges_out, templates, options.expand_limit)
     # Each item's label, made here once: Graphviz lays it out with these lines, the page
@@ -653,7 +656,7 @@ def _build_level(
     template_of: dict[tuple, int],
     templates: list[dict],
     runs_of: Callable[[Sequence[str]], list[list[str]]],
-    parameter_of: Mapping[str, str],
+    leaf_of: Mapping[str, Node],
 ) -> None:
     """Fill ``level``'s items, references and edges, and find or make its template.
 
@@ -717,33 +720,34 @@ def _build_level(
     # Ports, numbered as first met: one per outside node an edge comes from. Each is named
     # by what enters or leaves when a recorder saw it (the argument or output name of this
     # module's call: hidden_states, position_embeddings[0]; a parameter's name), else `in N`.
+    # Named alike, two are one port: one tensor read twice (a rotary cos cut off once by q
+    # and once by k), or one value read by several outside nodes.
     port_of: dict[tuple, int] = {}
     level_edges: dict[tuple, tuple] = {}
 
-    def port_label(way: str, node_index: int) -> str:
-        number = sum(1 for p in port_of if p[0] == way)
-        name = _port_name(nodes[shown[node_index]], way, level.path, parameter_of)
-        # Named alike, two ports are one tensor read twice (a rotary cos by q and by k).
-        return f"{way} {number}" if name is None else name
+    def port(way: str, node_index: int, key: tuple, ref: tuple) -> int:
+        at = port_of.get(key)
+        if at is not None:
+            return at
+        name = _port_name(nodes[shown[node_index]], way, level.path, leaf_of)
+        if name is None:
+            name = f"{way} {sum(1 for item in items if item[0] == way) + 1}"
+        elif (way, name) in port_of:
+            at = port_of[key] = port_of[(way, name)]
+            return at
+        at = port_of[key] = port_of[(way, name)] = len(items)
+        items.append((way, name, "", ""))
+        refs.append(ref)
+        return at
 
     for source, target, kind, shape in edges:
         s, t = end(source), end(target)
         if isinstance(s, tuple):
-            key = (PORT_IN, s[1])
-            if key not in port_of:
-                port_of[key] = len(items)
-                items.append((PORT_IN, port_label(PORT_IN, s[1]), "", ""))
-                refs.append(("x", s[1]))
-            s = port_of[key]
+            s = port(PORT_IN, s[1], (PORT_IN, s[1]), ("x", s[1]))
         if isinstance(t, tuple):
             # One per value that leaves, however many outside nodes use it: the
             # last of a run of blocks then has the same ports as the others.
-            key = (PORT_OUT, s)
-            if key not in port_of:
-                port_of[key] = len(items)
-                items.append((PORT_OUT, port_label(PORT_OUT, t[3]), "", ""))
-                refs.append(("x", t[1]))
-            t = port_of[key]
+            t = port(PORT_OUT, t[3], (PORT_OUT, s), ("x", t[1]))
         if s == t:
             continue
         merged = level_edges.get((s, t, kind))
@@ -753,6 +757,7 @@ def _build_level(
             level_edges[(s, t, kind)] = (s, t, kind, "")
     level.items = items
     level.refs = refs
+    level.in_ports = {key[1]: at for key, at in port_of.items() if key[0] == PORT_IN and isinstance(key[1], int)}
     level.ops = sum(1 for k in level.nodes if nodes[shown[k]].kind == OP)
     level.ops += sum(levels[child].ops for child in level.children)
     level.edges = list(level_edges.values())
@@ -765,18 +770,15 @@ def _build_level(
     level.template = template
 
 
-def _port_name(node: Any, way: str, path: str, parameter_of: Mapping[str, str]) -> Optional[str]:
-    """What a port of the level ``path`` is named by: the argument (``way`` in) or output
-    (out) name under which the module call took or returned ``node``'s tensor, as a recorder
-    noted it; a parameter's name for a weight (or its AccumulateGrad) that crosses; None
-    when neither is known."""
-    if node.kind in (OP, NO_GRAD) and node.attrs:
-        name = port_names(node).get((way, path))
-        if name is not None:
-            return name
-    if node.kind == PARAMETER:
-        return node.label
-    return parameter_of.get(node.id)
+def _port_name(node: Any, way: str, path: str, leaf_of: Mapping[str, Node]) -> Optional[str]:
+    """What a port of the level ``path`` is named by (see
+    :func:`~graphviz_autograd.graph.descriptions.port_name`); an AccumulateGrad by its
+    leaf's (``leaf_of``): a parameter or input given as an argument."""
+    if node.kind == ACCUMULATE_GRAD:
+        node = leaf_of.get(node.id)
+        if node is None:
+            return None
+    return port_name(node, way, path)
 
 
 def _add_expanded_views(
@@ -861,10 +863,7 @@ def _expanded_edges(
 ) -> list[list]:
     """The graph's edges inside ``level`` and across its border, between the expanded items."""
     index = {path: n for n, path in enumerate(paths)}
-    in_port: dict[int, int] = {}
-    for i, (item, ref) in enumerate(zip(level.items, level.refs)):
-        if item[0] == PORT_IN:
-            in_port[ref[1]] = index[(i,)]
+    in_port = {outside: index[(i,)] for outside, i in level.in_ports.items()}
     out_port: dict[int, int] = {}
     for source, target, _kind, _shape in level.edges:
         if level.items[target][0] == PORT_OUT:

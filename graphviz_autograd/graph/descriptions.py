@@ -19,7 +19,8 @@ from collections import Counter
 from typing import Iterable, Optional, Sequence
 
 from .autograd_graph import (
-    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, Node, cut_location, op_constants, other_names, saved_attrs,
+    ACCUMULATE_GRAD, FAILED, LEAF, MODULE, NO_GRAD, OP, OUTPUT, PARAMETER, PORT_OUT, SAVED, Node, cut_location, op_constants,
+    other_names, port_names, saved_attrs,
 )
 
 # What common ops do, by the base name their backward node is named after.
@@ -438,3 +439,34 @@ def format_seconds(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds * 1e6:.1f} \u00b5s"
+
+
+def port_name(node: Node, way: str, call: str) -> Optional[str]:
+    """The name of what enters (``way`` "in") or leaves ("out") the module call ``call``
+    as ``node``'s tensor: the argument or output name a recorder noted (``hidden_states``,
+    ``position_embeddings[0]``, ``last_hidden_state``; a leaf's too, a parameter or input
+    given as an argument); else a parameter's name, and where it goes when it leaves
+    under another name (a tied weight); None when neither is known. The explorer's ports
+    and a picture's edges into and out of module boxes are named by it.
+
+    >>> from graphviz_autograd.graph.autograd_graph import ALSO_NAMED, PORT_ATTR
+    >>> port_name(Node("n3", OP, "AddBackward0", attrs=((PORT_ATTR, "in\\nh.0\\nhidden_states"),)), "in", "h.0")
+    'hidden_states'
+    >>> tied = Node("n1", PARAMETER, "transformer.wte.weight", attrs=((ALSO_NAMED, "lm_head.weight"),))
+    >>> port_name(tied, "out", "transformer"), port_name(tied, "in", "lm_head")
+    ('wte.weight = lm_head.weight', 'transformer.wte.weight')
+    """
+    if node.attrs:
+        name = port_names(node).get((way, call))
+        if name is not None:
+            return name
+    if node.kind != PARAMETER:
+        return None
+    label = node.label
+    prefix = call + "." if call else ""
+    if way == PORT_OUT and prefix and label.startswith(prefix):
+        elsewhere = [other for other in other_names(node) if not other.startswith(prefix)]
+        label = label[len(prefix):]
+        if elsewhere:
+            return f"{label} = {elsewhere[0]}"
+    return label

@@ -37,7 +37,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from ..graph.autograd_graph import AutogradGraph
 from ..options import DrawOptions, draw_options
 from .overlays import FAILURE_OVERLAY, KeyItem, Overlay, failure_overlay, overlay_names
-from .page_fit import Fitted, as_drawn, choose_layout, fit_to_page
+from .page_fit import as_drawn, choose_layout, fit_to_page
+from .ports import EdgeKey, EdgeNames, edge_names
 from .shown import shown_names
 
 # How the note of a summary is drawn in the picture.
@@ -56,8 +57,10 @@ class View(NamedTuple):
     ``layout_note`` saying why the fixed one was taken (in a view of levels, the
     layout asked, which each level chooses by), ``overlays`` the overlays
     rolled onto ``graph``'s ids, ``notes`` the boxes of text the picture adds (the
-    note, wrapped), and ``source`` the walked graph it was prepared from, with the
-    overlays as given (``source_overlays``), to prepare it again another way.
+    note, wrapped), ``source`` the walked graph it was prepared from, with the
+    overlays as given (``source_overlays``), to prepare it again another way, and
+    ``edge_names`` the argument and output names on the edges that cross a module's
+    border, by ``(source, target, kind)`` (see :mod:`~graphviz_autograd.views.ports`).
     """
 
     graph: AutogradGraph
@@ -71,6 +74,7 @@ class View(NamedTuple):
     notes: tuple[KeyItem, ...]
     source: AutogradGraph
     source_overlays: tuple[Overlay, ...]
+    edge_names: Mapping[EdgeKey, EdgeNames] = {}
 
     def again(self, **changes: Any) -> "View":
         """The same graph and overlays prepared with ``changes`` to the options."""
@@ -111,6 +115,8 @@ def prepare(
         notes += [(textwrap.wrap(line, NOTE_WIDTH), {**NOTE_ATTRS, "color": "red", "fillcolor": "mistyrose", "fontcolor": "red3"})
                   for line in failed.tooltips.values()]
     layout, layout_note = choose_layout(drawn, options.layout, options.layout_budget, options.junctions)
+    # Where each walked node is drawn: what overlays roll up by, and edge names (recorded graphs) follow.
+    origin = fitted.origin(graph) if overlays or graph.modules else None
     return View(
         graph=drawn,
         options=options,
@@ -119,10 +125,11 @@ def prepare(
         note=fitted.note,
         layout=layout,
         layout_note=layout_note,
-        overlays=_rolled(overlays, fitted, graph),
+        overlays=tuple(overlay.rolled_onto(origin) for overlay in overlays),
         notes=tuple(notes),
         source=graph,
         source_overlays=overlays,
+        edge_names=edge_names(graph, origin, drawn, fitted.stand_ins),
     )
 
 
@@ -133,10 +140,3 @@ def note_boxes(note: str) -> list[KeyItem]:
     []
     """
     return [(textwrap.wrap(note, NOTE_WIDTH), dict(NOTE_ATTRS))] if note else []
-
-
-def _rolled(overlays: tuple[Overlay, ...], fitted: Fitted, walked: AutogradGraph) -> tuple[Overlay, ...]:
-    if not overlays:
-        return ()
-    origin: Optional[Mapping[str, Optional[str]]] = fitted.origin(walked)
-    return tuple(overlay.rolled_onto(origin) for overlay in overlays)
