@@ -45,11 +45,11 @@ def test_edges_into_a_summarys_block_box_carry_the_argument_name(gpt2, depth):
     # depth 1 draws transformer.h (the ModuleList), depth 2 its blocks, folded: both are entered as hidden_states.
     block = box_id(source, "transformer.h" if depth == 1 else "transformer.h.0 \u2026 h.3")
     (attrs,) = edge_attrs(source, block)
-    assert 'label="hidden_states"' in attrs
+    assert 'xlabel="hidden_states"' in attrs
     assert "enters transformer.h.0 as hidden_states" in attrs  # the tooltip names each border crossed
     # Out of the box into ln_f: the plain output is not said on the edge, the LayerNorm's argument is.
     (into_ln_f,) = edge_attrs(source, box_id(source, "transformer.ln_f"))
-    assert 'label="input"' in into_ln_f and "leaves transformer.h.3 as output" in into_ln_f
+    assert 'xlabel="input"' in into_ln_f and "leaves transformer.h.3 as output" in into_ln_f
 
 
 def test_an_edge_out_of_a_box_says_a_named_output_and_where_a_tied_weight_goes(gpt2):
@@ -57,7 +57,7 @@ def test_an_edge_out_of_a_box_says_a_named_output_and_where_a_tied_weight_goes(g
     source = make_dot(logits, recorder=recorder, depth=0).source
     transformer = box_id(source, "transformer")
     lines = [line for line in source.splitlines() if line.strip().startswith(f"{transformer} -> ")]
-    labels = sorted(re.search(r'label="([^"]*)"', line).group(1) for line in lines)
+    labels = sorted(re.search(r'xlabel="([^"]*)"', line).group(1) for line in lines)
     assert labels == ["last_hidden_state", "wte.weight = lm_head.weight"]
 
 
@@ -66,7 +66,7 @@ def test_a_full_picture_names_border_crossings_in_tooltips_only(gpt2, tmp_path):
         pytest.skip("Graphviz 'dot' is not installed")
     logits, recorder = gpt2
     source = make_dot(logits, recorder=recorder, depth="full").source
-    assert not re.search(r"-> n\d+ \[[^\]]*\blabel=", source)  # no box: nothing written on the edges
+    assert not re.search(r"-> n\d+ \[[^\]]*\bx?label=", source)  # no box: nothing written on the edges
     done = subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=120)
     assert done.returncode == 0 and not done.stderr
     tooltips = [link.get(_XLINK_TITLE) for group in ET.fromstring(done.stdout).iter(_SVG + "g")
@@ -117,5 +117,5 @@ def test_an_argument_name_reaches_the_edge_of_a_hand_written_model():
     with record(model) as recorder:
         out = model(torch.ones(2, 3, requires_grad=True))
     source = make_dot(out, recorder=recorder, depth=0).source
-    labels = sorted(re.findall(rf'-> {box_id(source, "scaled")} \[.*label="(\w+)"', source))
+    labels = sorted(re.findall(rf'-> {box_id(source, "scaled")} \[.*xlabel="(\w+)"', source))
     assert labels == ["features", "gate"]

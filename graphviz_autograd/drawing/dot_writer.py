@@ -422,7 +422,7 @@ def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: b
     >>> from graphviz_autograd.views.ports import EdgeNames
     >>> named = {("n1", "n0", DATA): EdgeNames("hidden_states", "", ("enters h.0 as hidden_states",))}
     >>> _named_edge_lines(["n0", "n1"], [(1, 0, (DATA,))], False, named)
-    ['\\tn1 -> n0 [fontcolor=gray30 fontsize=8 label="hidden_states" tooltip="enters h.0 as hidden_states"]\\n']
+    ['\\tn1 -> n0 [fontcolor=gray30 fontsize=8 tooltip="enters h.0 as hidden_states" xlabel="hidden_states"]\\n']
     """
     lines = []
     line_ends = _edge_line_ends()
@@ -434,16 +434,14 @@ def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: b
             lines.append(f"\t{ids[s]} -> {ids[t]}{line_ends[kind]}")
             continue
         attrs = dict(EDGE_STYLES[kind])
-        label_lines = []
         if named is not None:
-            label_lines = [" \u2192 ".join(name for name in (named.tail, named.head) if name)] if named.head or named.tail else []
+            if named.head or named.tail:
+                attrs.update(EDGE_LABEL_ATTRS, xlabel=quote(" \u2192 ".join(name for name in (named.tail, named.head) if name)))
             if named.crossings:
                 attrs["tooltip"] = tooltip_value(named.crossings)
         if shaped:
-            label_lines.append(edge_shape_text(rest[1], rest[2]))
-        if label_lines:
-            attrs.update(EDGE_LABEL_ATTRS, label=quote("\n".join(label_lines)))
-        lines.append(f"\t{ids[s]} -> {ids[t]} [{attr_list(attrs, quoted=('label', 'tooltip'))}]\n")
+            attrs.update(EDGE_LABEL_ATTRS, label=quote(edge_shape_text(rest[1], rest[2])))
+        lines.append(f"\t{ids[s]} -> {ids[t]} [{attr_list(attrs, quoted=('label', 'xlabel', 'tooltip'))}]\n")
     return lines
 
 
