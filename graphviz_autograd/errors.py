@@ -12,6 +12,17 @@ GRAPHVIZ_INSTALL_HINT = (
 )
 
 
+def first_line(text: Any, empty: str = "") -> str:
+    """The first line of ``text`` (an exception's message, or any text), ``empty`` when it has none:
+    how every message of this package quotes an error raised by someone else's code.
+
+    >>> first_line(ValueError("bad shape\\n  at line 3")), first_line(KeyError(), "(no message)")
+    ('bad shape', '(no message)')
+    """
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else empty
+
+
 class GraphvizAutogradError(Exception):
     """Base class of every error this package raises on purpose."""
 

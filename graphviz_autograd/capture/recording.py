@@ -42,7 +42,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..errors import InputTypeError
+from ..errors import InputTypeError, first_line
 from ..graph.autograd_graph import (
     BUFFER,
     CALL_MARK,
@@ -1029,8 +1029,7 @@ _LAST_RESULT = "last result"
 
 def _error_text(error: BaseException) -> str:
     """'RuntimeError: <the first line of its message>'."""
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
+    first = first_line(error)
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 

@@ -69,6 +69,7 @@ from ..errors import (
     OptionError,
     StepFailedError,
     check_choice,
+    first_line,
 )
 from ..views.diffing import diff
 from ..views.overlays import Overlay
@@ -604,7 +605,7 @@ class StepRunner:
             raise
         except Exception as error:
             raise StepFailedError(
-                f"The {phase} of {name} raised {type(error).__name__}: {_first_line(error)}; the model, its "
+                f"The {phase} of {name} raised {type(error).__name__}: {first_line(error, '(no message)')}; the model, its "
                 f"gradients and its optimizer were put back as they were. Run one step without profiling to see "
                 f"the traceback."
             ) from error
@@ -800,11 +801,6 @@ def _without_profiler_chatter() -> Iterator[None]:
             kept = _PROFILER_CHATTER.sub(b"", caught.read())
             if kept:
                 os.write(2, kept)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else "(no message)"
 
 
 def _device_text(device: torch.device) -> str:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from ..capture.attribute_names import unregistered_tensors
-from ..errors import GraphvizAutogradError, OptionError
+from ..errors import GraphvizAutogradError, OptionError, first_line
 from ..capture.naming import named_tensors
 
 if TYPE_CHECKING:
@@ -527,7 +527,7 @@ def _load_export_archive(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]
         cause = said.logged_error() or error
         said.clear()
         raise ModelFileError(
-            f"{spec.text}: torch.export.load() cannot read it ({type(cause).__name__}: {_first_line(cause)}); "
+            f"{spec.text}: torch.export.load() cannot read it ({type(cause).__name__}: {first_line(cause, type(cause).__name__)}); "
             f"save it again with torch.export.save(), or give {SUPPORTED_FORMS}."
         ) from error
     try:
@@ -535,7 +535,7 @@ def _load_export_archive(spec: ModelSpec, input_shapes: Optional[Sequence[Shape]
     except Exception as error:
         raise ModelFileError(
             f"{spec.text}: the exported program cannot be turned into a module "
-            f"({type(error).__name__}: {_first_line(error)})."
+            f"({type(error).__name__}: {first_line(error, type(error).__name__)})."
         ) from error
     if input_shapes is not None:
         inputs: Any = random_inputs(input_shapes)
@@ -618,7 +618,7 @@ def _pickle_message(path: Path) -> str:
     except Exception as error:
         text = str(error)
         if "weights_only" not in text.lower() and "Weights only" not in text:
-            return f"{path}: is not a model graphviz-autograd can load ({type(error).__name__}: {_first_line(error)}). {supported}"
+            return f"{path}: is not a model graphviz-autograd can load ({type(error).__name__}: {first_line(error, type(error).__name__)}). {supported}"
         pickled = re.search(r"GLOBAL ([\w.]+)", text)
         what = f" (it pickles {pickled.group(1)})" if pickled else ""
         return (
@@ -644,8 +644,8 @@ class _LibraryOutput:
 
     def lines(self) -> list[str]:
         """One line each, said once: '<logger> logged: <message>', '<Category>: <message>'."""
-        said = [f"{record.name} logged: {_first_line_of(record.getMessage())}" for record in self.records]
-        said += [f"{warning.category.__name__}: {_first_line_of(str(warning.message))}" for warning in self.warnings]
+        said = [f"{record.name} logged: {first_line(record.getMessage())}" for record in self.records]
+        said += [f"{warning.category.__name__}: {first_line(warning.message)}" for warning in self.warnings]
         return list(dict.fromkeys(said))
 
     def notes(self, source: str) -> tuple[str, ...]:
@@ -703,11 +703,6 @@ def _library_output_kept(keep: bool = True) -> Iterator[_LibraryOutput]:
     finally:
         for logger, kept in handlers:
             logger.handlers = kept
-
-
-def _first_line_of(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else ""
 
 
 # --- importing user code -----------------------------------------------------------
@@ -832,6 +827,3 @@ def _describe_input_shapes(inputs: Any) -> str:
     return f" on input{'s' if len(values) > 1 else ''} of shape {shapes}"
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
