@@ -53,6 +53,25 @@ def test_the_op_that_made_the_nan_is_blamed_not_the_module_after_it():
     assert "tests/nonfinite_models.py:" in found[0].message  # the user's line
 
 
+class BatchedProjection(nn.Module):
+    """A batch of sequences times a weight matrix with ``@``: torch runs it as a view, ``mm``
+    and a view back, and the overflow happens in the ``mm``."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((8, 8), 1e20))
+
+    def forward(self, x):
+        return (x @ self.weight).sum()
+
+
+def test_a_nan_born_in_a_batched_matmul_is_placed_at_its_mm_not_at_the_view_after_it():
+    found = find_nonfinite(BatchedProjection(), torch.full((2, 5, 8), 1e20), loss=lambda out: out)
+    producer = found.graph.node(found[0].nodes[0])
+    assert producer.label == "MmBackward0"
+    assert "matmul" in found[0].message
+
+
 def test_the_overlay_draws_the_producer_red_and_the_carriers_orange():
     model, inputs, loss, _ = log_of_negative(True)
     found = find_nonfinite(model, inputs, loss=loss)

@@ -321,9 +321,10 @@ class ForwardValues:
             name = getattr(func, "__name__", "call")
             values = [v for v in (*args, *kwargs.values())]
             birth = len(self.births)
+            made = _computing_node(bad[0].grad_fn, values)
             self.births.append(Producer(
                 "forward", call_name(func), module, user_frame(), nan, inf, forward_cause(name, values, bad),
-                numbers[0] if numbers else -1,
+                made._sequence_nr() if made is not None else -1,
             ))
         for tensor in bad:
             self._remember(tensor, birth)
@@ -339,6 +340,34 @@ class ForwardValues:
             -1, name,
         ))
         return len(self.births) - 1
+
+
+# Nodes that only reshape what their one input computed: a call made of several ops
+# (``x @ w`` on a batch: a view, ``mm``, ``_unsafe_view``) ends in one of them.
+_RESHAPING_NODES = frozenset({
+    "UnsafeViewBackward0", "ViewBackward0", "ReshapeAliasBackward0", "ExpandBackward0", "TransposeBackward0",
+    "PermuteBackward0", "SqueezeBackward0", "SqueezeBackward1", "UnsqueezeBackward0", "AliasBackward0",
+    "CloneBackward0", "ToCopyBackward0",
+})
+
+
+def _computing_node(fn: Any, inputs: Sequence[Any]) -> Any:
+    """The node of a call's output that computed it: ``fn`` itself, or, when ``fn`` only
+    reshapes, the node it reshapes, if the same call made it (it is no input's node), so
+    that a NaN born in a batched matmul is placed at ``BmmBackward0``, not at the view after it.
+
+    >>> x = torch.ones(2, 3, 4, requires_grad=True)
+    >>> w = torch.ones(4, 5, requires_grad=True)
+    >>> _computing_node((x @ w).grad_fn, [x, w]).name()
+    'MmBackward0'
+    """
+    known = {id(t.grad_fn) for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    while fn is not None and fn.name() in _RESHAPING_NODES:
+        children = [child for child, _ in fn.next_functions if child is not None]
+        if len(children) != 1 or id(children[0]) in known or not children[0].next_functions:
+            break  # the input itself, or a leaf's AccumulateGrad (which has no inputs)
+        fn = children[0]
+    return fn
 
 
 def call_name(func: Callable) -> str:
