@@ -171,6 +171,28 @@ def test_a_run_of_blocks_checkpointed_as_one_gives_the_same_gradients_and_is_und
     assert len(calls) == 3
 
 
+def _conv_bn_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU()) for _ in range(3)])
+
+
+@pytest.mark.parametrize("paths", [["1"], ["0-2"]])
+def test_a_checkpointed_batchnorm_counts_the_step_once_in_its_running_statistics(paths):
+    # Backward runs a checkpointed block's forward again: its BatchNorm must not move its
+    # running mean and variance a second time.
+    x = torch.randn(2, 4, 6, 6, generator=torch.Generator().manual_seed(1))
+    plain, checkpointed = _conv_bn_net(), _conv_bn_net()
+    plain(x).sum().backward()
+    with apply_checkpointing(checkpointed, paths):
+        checkpointed(x).sum().backward()
+    for ours, theirs in zip(checkpointed.modules(), plain.modules()):
+        if isinstance(ours, nn.BatchNorm2d):
+            assert ours.num_batches_tracked.item() == theirs.num_batches_tracked.item() == 1
+            assert torch.allclose(ours.running_mean, theirs.running_mean)
+            assert torch.allclose(ours.running_var, theirs.running_var)
+    assert all(torch.allclose(a.grad, b.grad, atol=1e-6) for a, b in zip(checkpointed.parameters(), plain.parameters()))
+
+
 def test_a_run_of_blocks_that_are_not_called_one_on_anothers_output_is_a_named_error():
     model = Chained(chained=False)
     with apply_checkpointing(model, ["blocks.0-1"]), pytest.raises(OptionError, match="one by one"):

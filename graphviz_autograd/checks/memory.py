@@ -197,10 +197,46 @@ def apply_checkpointing(model: Any, paths: Sequence[str]) -> AppliedCheckpoints:
         blocks = [modules[m] for m in run_members(path)]
         wrapped += [(block, block.__dict__.get("forward")) for block in blocks]
         if len(blocks) == 1:
-            blocks[0].forward = functools.partial(torch.utils.checkpoint.checkpoint, blocks[0].forward, use_reentrant=False)
+            blocks[0].forward = functools.partial(
+                torch.utils.checkpoint.checkpoint, blocks[0].forward, use_reentrant=False,
+                context_fn=functools.partial(_running_stats_kept, blocks))
         else:
             _checkpoint_run(path, blocks)
     return AppliedCheckpoints(wrapped, tuple(paths))
+
+
+# The buffers a normalisation layer updates as it runs in training (BatchNorm, InstanceNorm
+# with track_running_stats).
+_RUNNING_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def _running_stats_kept(blocks: Sequence[Any]) -> tuple[Any, Any]:
+    """The ``context_fn`` of a checkpoint of ``blocks``: nothing around the forward pass, and
+    around the forward pass run again in backward, the running statistics of their
+    normalisation layers put back as they were, so that a checkpointed BatchNorm counts
+    each step once (run again, it would move its running mean and variance a second time)."""
+    return contextlib.nullcontext(), _RunningStatsKept(blocks)
+
+
+class _RunningStatsKept:
+    """Copies of the running statistics of ``blocks``' normalisation layers, taken on entering and
+    put back on leaving (entered again, as a recomputation may be, it copies again)."""
+
+    def __init__(self, blocks: Sequence[Any]):
+        self.buffers = [buffer for block in blocks for module in block.modules()
+                        if getattr(module, "track_running_stats", False)
+                        for buffer in (getattr(module, name, None) for name in _RUNNING_STATS) if buffer is not None]
+        self.saved: list[list[Any]] = []
+
+    def __enter__(self) -> None:
+        self.saved.append([buffer.clone() for buffer in self.buffers])
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        with torch.no_grad():
+            for buffer, value in zip(self.buffers, self.saved.pop()):
+                buffer.copy_(value)
 
 
 def _checkpoint_run(path: str, blocks: Sequence[Any]) -> None:
@@ -225,7 +261,8 @@ def _checkpoint_run(path: str, blocks: Sequence[Any]) -> None:
         return output
 
     def first(*args: Any, **kwargs: Any) -> Any:
-        output = torch.utils.checkpoint.checkpoint(run, *args, use_reentrant=False, **kwargs)
+        output = torch.utils.checkpoint.checkpoint(
+            run, *args, use_reentrant=False, context_fn=functools.partial(_running_stats_kept, blocks), **kwargs)
         state["output"], state["next"] = output, 1
         return output
 
