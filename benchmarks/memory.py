@@ -19,14 +19,20 @@ model:
 - per target: the modules and runs of blocks advised, the predicted peak and the one measured
   after applying them (within 10%?), the predicted extra step time (the forward time of what is
   checkpointed, measured) and the measured one (within 20%?): ``--rounds`` rounds of a plain
-  step then one with the advice applied, and the median of the rounds' differences.
+  step then one with the advice applied, and the median of the rounds' differences; and the
+  same for the part of the steps after the forward, where a checkpoint's extra work falls (its
+  first forward does the plain one's work, less the saving), which is steadier.
 
 Both sides of the time comparison read one clock, the plan's (``plan.clock``): on CPU, where
 the script runs torch on one thread, the process's CPU time, which other work on a shared
 machine does not add to (its wall time does: the same plain step of GPT-2 took 16.3 s in one
 round and 37.2 s in another); on CUDA the wall time after synchronizing. Taking the steps in
 turn and the median of the differences lets a machine whose speed drifts (other work's use of
-the caches and memory) slow both sides alike.
+the caches and memory) slow both sides alike. On a 2-core machine shared with other work the
+CPU time of the same step still moves by some 5% from step to step, as much as the extra time
+of a checkpoint of 3 of GPT-2's 12 blocks: the whole step's ratio landed from 0.85 to 1.72
+over four targets in two runs of 7 rounds, the part after the forward within 20% in each of
+the last run's (``docs/benchmarks.md``).
 
 Cases:
 
