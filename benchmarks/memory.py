@@ -18,8 +18,21 @@ model:
 - the cost of measuring memory: the memory steps' wall time over a plain step's;
 - per target: the modules and runs of blocks advised, the predicted peak and the one measured
   after applying them (within 10%?), the predicted extra step time (the forward time of what is
-  checkpointed, measured) and the measured one: the fastest of ``--rounds`` steps with the
-  advice applied less the fastest of as many without, taken in turn (within 20%?).
+  checkpointed, measured) and the measured one (within 20%?): ``--rounds`` rounds of a plain
+  step then one with the advice applied, and the median of the rounds' differences; and the
+  same for the part of the steps after the forward, where a checkpoint's extra work falls (its
+  first forward does the plain one's work, less the saving), which is steadier.
+
+Both sides of the time comparison read one clock, the plan's (``plan.clock``): on CPU, where
+the script runs torch on one thread, the process's CPU time, which other work on a shared
+machine does not add to (its wall time does: the same plain step of GPT-2 took 16.3 s in one
+round and 37.2 s in another); on CUDA the wall time after synchronizing. Taking the steps in
+turn and the median of the differences lets a machine whose speed drifts (other work's use of
+the caches and memory) slow both sides alike. On a 2-core machine shared with other work the
+CPU time of the same step still moves by some 5% from step to step, as much as the extra time
+of a checkpoint of 3 of GPT-2's 12 blocks: the whole step's ratio landed from 0.85 to 1.72
+over four targets in two runs of 7 rounds, the part after the forward within 20% in each of
+the last run's (``docs/benchmarks.md``).
 
 Cases:
 
@@ -42,6 +55,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from graphviz_autograd import profile_step
+from graphviz_autograd.checks.memory import CPU_TIME
 from graphviz_autograd.graph.descriptions import format_bytes
 
 from .profiling import ResNet18
@@ -75,25 +89,26 @@ def call(model: nn.Module, inputs: Any) -> Any:
 
 def plain_step_time(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
                     repeats: int = 3) -> float:
-    return statistics.median(step_times(model, inputs, loss, optimizer, device, repeats)[0])
+    return statistics.median(timed_step(model, inputs, loss, optimizer, device, time.perf_counter)[0]
+                             for _ in range(repeats))
 
 
-def step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
-               repeats: int) -> tuple[list[float], list[float]]:
-    """The wall time of each of ``repeats`` steps, and the process's CPU time in each: with torch
-    on one thread, what other work on the machine does not add to."""
-    wall, cpu = [], []
-    for _ in range(repeats):
-        optimizer.zero_grad(set_to_none=True)
-        started, cpu_started = time.perf_counter(), time.process_time()
-        loss(call(model, inputs)).backward()
-        optimizer.step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        wall.append(time.perf_counter() - started)
-        cpu.append(time.process_time() - cpu_started)
+def timed_step(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
+               clock: Callable[[], float]) -> tuple[float, float]:
+    """One step's time on ``clock``, and that of its part after the forward (the loss, the
+    backward, the optimizer's step)."""
+    synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     optimizer.zero_grad(set_to_none=True)
-    return wall, cpu
+    started = clock()
+    output = call(model, inputs)
+    synchronize()
+    forward_done = clock()
+    loss(output).backward()
+    optimizer.step()
+    synchronize()
+    ended = clock()
+    optimizer.zero_grad(set_to_none=True)
+    return ended - started, ended - forward_done
 
 
 def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any) -> Optional[str]:
@@ -118,22 +133,23 @@ def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], 
 
 
 def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
-                      paths: tuple[str, ...], rounds: int) -> tuple[float, float, float, float]:
-    """The fastest step without and with ``paths`` checkpointed, in wall time and in the process's
-    CPU time, their steps taken in turn (plain, checkpointed, plain, ...) so that a machine busy
-    with other work slows both alike; the fastest of each, since other work only ever adds to a
-    step's time."""
+                      paths: tuple[str, ...], rounds: int,
+                      clock: Callable[[], float]) -> tuple[float, float, list[float], list[float]]:
+    """The median step without and with ``paths`` checkpointed on ``clock``, each round's
+    difference, and each round's difference of the steps' parts after the forward. The steps
+    are taken in turn (plain, checkpointed, plain, ...) so that a machine whose speed drifts
+    (other work's use of the caches and memory) slows both alike, and each round's difference
+    is of two neighbouring steps."""
     from graphviz_autograd.checks.memory import apply_checkpointing
 
-    plain: tuple[list[float], list[float]] = ([], [])
-    checkpointed: tuple[list[float], list[float]] = ([], [])
+    plain: list[tuple[float, float]] = []
+    checkpointed: list[tuple[float, float]] = []
     for _ in range(rounds):
         for into, applied in ((plain, ()), (checkpointed, paths)):
             with apply_checkpointing(model, applied):
-                wall, cpu = step_times(model, inputs, loss, optimizer, device, 1)
-            into[0].extend(wall)
-            into[1].extend(cpu)
-    return min(plain[0]), min(checkpointed[0]), min(plain[1]), min(checkpointed[1])
+                into.append(timed_step(model, inputs, loss, optimizer, device, clock))
+    return (statistics.median(step for step, _ in plain), statistics.median(step for step, _ in checkpointed),
+            [b[0] - a[0] for a, b in zip(plain, checkpointed)], [b[1] - a[1] for a, b in zip(plain, checkpointed)])
 
 
 def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool,
@@ -155,24 +171,30 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         with plan.apply(model):
             after = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1, memory=True).memory
         assert after is not None
-        plain, checkpointed, plain_cpu, checkpointed_cpu = paired_step_times(
-            model, inputs, loss, optimizer, device, plan.paths, rounds)
-        extra = checkpointed - plain
-        extra_cpu = checkpointed_cpu - plain_cpu
-        cpu_ratio = extra_cpu / plan.extra_time if plan.extra_time > 0 else float("nan")
+        clock = time.process_time if plan.clock == CPU_TIME else time.perf_counter
+        plain, checkpointed, differences, after_forward = paired_step_times(
+            model, inputs, loss, optimizer, device, plan.paths, rounds, clock)
+        extra, extra_after_forward = statistics.median(differences), statistics.median(after_forward)
         peak_ratio = plan.predicted_peak / after.peak
-        time_ratio = extra / plan.extra_time if plan.extra_time > 0 else float("nan")
         print(f"target {target:.2f} ({format_bytes(int(plan.target))}): {len(plan.modules)} checkpoints "
               f"{', '.join(plan.paths) or '-'}{'' if plan.reached else ' (out of reach)'}")
         print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))}: "
               f"predicted/measured {peak_ratio:.3f} ({'within' if abs(peak_ratio - 1) <= 0.10 else 'MISSES'} 10%)")
-        print(f"  extra step time predicted {plan.extra_time:.3f} s, measured {extra:.3f} s "
-              f"(fastest of {rounds} steps each way: {plain:.3f} s -> {checkpointed:.3f} s): measured/predicted "
-              f"{time_ratio:.3f} ({'within' if abs(time_ratio - 1) <= 0.20 else 'MISSES'} 20%)")
-        if not device.startswith("cuda"):
-            print(f"  in the process's CPU time (what other work does not add to): measured {extra_cpu:.3f} s "
-                  f"({plain_cpu:.3f} s -> {checkpointed_cpu:.3f} s): measured/predicted {cpu_ratio:.3f} "
-                  f"({'within' if abs(cpu_ratio - 1) <= 0.20 else 'MISSES'} 20%)")
+        print(f"  extra step time ({plan.clock}) predicted {plan.extra_time:.3f} s, measured {extra:.3f} s "
+              f"(median of {rounds} rounds' differences; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
+              f"measured/predicted {_verdict(extra, plan.extra_time)}")
+        print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
+        print(f"  of it after the forward (where the checkpoint runs the forward again; its first forward does "
+              f"the same work, less the saving): {extra_after_forward:.3f} s, measured/predicted "
+              f"{_verdict(extra_after_forward, plan.extra_time)}")
+        print("  each round's: " + ", ".join(f"{d:+.3f}" for d in after_forward) + " s")
+
+
+def _verdict(measured: float, predicted: float) -> str:
+    if predicted <= 0:
+        return "-"
+    ratio = measured / predicted
+    return f"{ratio:.3f} ({'within' if abs(ratio - 1) <= 0.20 else 'MISSES'} 20%)"
 
 
 def return_freed_memory() -> None:

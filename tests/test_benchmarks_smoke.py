@@ -108,3 +108,28 @@ def test_compare_refuses_a_folder_without_the_package(tmp_path):
     done = run_module("benchmarks.compare", "--before", str(tmp_path))
     assert done.returncode == 2
     assert f"--before {tmp_path}: no graphviz_autograd package there" in done.stderr
+
+
+def test_the_memory_benchmark_times_plain_and_checkpointed_steps_in_turn_each_round():
+    import time
+
+    import torch
+    from torch import nn
+
+    from benchmarks.memory import paired_step_times
+
+    calls: list[str] = []  # "f" for a forward call, "b" for one that backward makes (the recompute)
+
+    class Logged(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append("b" if torch._C._current_graph_task_id() != -1 else "f")
+            return torch.tanh(super().forward(x))
+
+    model = nn.Sequential(Logged(4, 4), nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    plain, checkpointed, differences, after_forward = paired_step_times(
+        model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 3, time.process_time)
+    # Plain (one forward), then checkpointed (the forward and backward's recompute), three times.
+    assert "".join(calls) == "ffb" * 3
+    assert len(differences) == len(after_forward) == 3 and plain > 0 and checkpointed > 0
+    assert "forward" not in vars(model[0])  # the checkpoint is undone

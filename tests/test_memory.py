@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
 from torch import nn
 
 from graphviz_autograd import OptionError, StepProfile, make_dot, profile_step
-from graphviz_autograd.checks.memory import KINDS, StepMemory, apply_checkpointing, parse_target
+from graphviz_autograd.checks.memory import CPU_TIME, KINDS, WALL_TIME, StepMemory, apply_checkpointing, parse_target
 
 
 class MLP(nn.Module):
@@ -223,6 +224,33 @@ def test_memory_survives_json_with_its_advice(wide):
     assert again.memory.advice(0.9) == profile.memory.advice(0.9)
     assert again.table(memory_target=0.9) == profile.table(memory_target=0.9)
     assert StepMemory.from_dict(profile.memory.to_dict()).module_activations == profile.memory.module_activations
+
+
+class WaitingMLP(MLP):
+    """An MLP block whose forward first waits: time that passes but that the process does not work."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.05)
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("threads, clock", [(1, CPU_TIME), (2, WALL_TIME)])
+def test_on_one_cpu_thread_a_forward_is_timed_by_the_processs_cpu_time_that_waiting_does_not_add_to(threads, clock):
+    model = OneWideBlock()
+    model.blocks[0] = WaitingMLP(32, 1024)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        memory = wide_profile(model).memory
+    finally:
+        torch.set_num_threads(before)
+    assert memory is not None and memory.clock == clock
+    waiting = next(m for m in memory.modules if m.path == "blocks.0")
+    # Its own work (two small matrix products) is a few milliseconds; the wait is 50.
+    assert (waiting.forward_time < 0.025) if clock == CPU_TIME else (waiting.forward_time >= 0.05)
+    plan = memory.advice(0.9)
+    assert plan.paths == ("blocks.0",) and plan.clock == clock and f"longer ({clock})" in plan.text()
+    assert StepMemory.from_dict(json.loads(json.dumps(memory.to_dict()))).advice(0.9) == plan
 
 
 def test_a_target_is_a_fraction_of_the_peak_or_bytes():

@@ -19,7 +19,8 @@ gradient was made. What is alive at the peak is then split into
 
 Two plain steps before it time each module's forward pass (hooks before and after each
 call; the faster of its two times), the time a ``torch.utils.checkpoint`` of it would spend
-again in backward.
+again in backward: in the process's CPU time on a CPU with torch on one thread, which other
+work on a busy machine does not add to, else in wall time (:func:`forward_clock`).
 :meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
 under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
 
@@ -52,6 +53,9 @@ PHASES = ("forward", "backward", "optimizer")
 DEFAULT_TARGET = 0.75
 # The most points of the timeline kept (the largest of each stretch of events is kept).
 TIMELINE_POINTS = 1000
+# The clocks a module's forward time is read by (see :func:`forward_clock`).
+CPU_TIME = "CPU time"
+WALL_TIME = "wall time"
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class CheckpointPlan:
     ``predicted_peak`` is the most bytes alive at any moment of the measured step less what the
     modules would not hold then (a module's saved tensors are dropped from when they were saved to
     when backward last read them, except while backward is remaking them for that module);
-    ``extra_time`` is their forward time, measured.
+    ``extra_time`` is their forward time, measured by ``clock`` (:func:`forward_clock`).
     ``reached`` says whether the target is met; when no choice of modules meets it, the plan
     holds every module that helps.
     """
@@ -110,6 +114,7 @@ class CheckpointPlan:
     extra_time: float
     modules: tuple[ModuleMemory, ...]
     reached: bool
+    clock: str = WALL_TIME
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -123,7 +128,7 @@ class CheckpointPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "peak": self.peak, "predicted_peak": self.predicted_peak,
-                "extra_time": self.extra_time, "reached": self.reached,
+                "extra_time": self.extra_time, "reached": self.reached, "clock": self.clock,
                 "modules": [m.to_dict() for m in self.modules]}
 
     def text(self) -> str:
@@ -135,7 +140,7 @@ class CheckpointPlan:
                            "none of the tensors a checkpoint drops)\n")
         lines = [head + f"checkpoint {len(self.modules)} module{'s' if len(self.modules) != 1 else ''}, "
                  f"predicted peak {format_bytes(int(self.predicted_peak))}, "
-                 f"step {format_seconds(self.extra_time)} longer"
+                 f"step {format_seconds(self.extra_time)} longer ({self.clock})"
                  + ("" if self.reached else " (the target is out of reach by checkpointing)") + "\n"]
         rows = [("module", "type", "saved at the peak", "forward time")]
         rows += [(m.path, m.type_name, format_bytes(int(m.saved_at_peak)), format_seconds(m.forward_time)) for m in self.modules]
@@ -318,6 +323,8 @@ class StepMemory:
     # tensors it saved for backward: (seconds when saved, when last read in backward, bytes).
     timeline_kinds: tuple[tuple[float, ...], ...] = ()
     saved_by_node: Mapping[str, tuple[tuple[float, float, float], ...]] = field(default_factory=dict)
+    # The clock of the modules' forward times (:func:`forward_clock`).
+    clock: str = WALL_TIME
 
     def activations_by_module(self) -> list[tuple[str, float]]:
         """``(module path, bytes)`` saved for backward and alive at the peak, submodules'
@@ -378,7 +385,7 @@ class StepMemory:
                 alive = alive - dropped[best.path]
                 chosen.append(best)
         return CheckpointPlan(goal, self.peak, predicted, sum(m.forward_time for m in chosen), tuple(chosen),
-                              predicted <= goal)
+                              predicted <= goal, self.clock)
 
     def table(self, target: Optional[float] = None, top: int = 10, types: Optional[Mapping[str, str]] = None) -> str:
         """The memory lines ``profile`` prints: the peak, its split, the modules whose saved
@@ -433,6 +440,7 @@ class StepMemory:
             "module_activations": dict(self.module_activations),
             "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
             "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "notes": list(self.notes),
+            "clock": self.clock,
             "timeline_kinds": [list(k) for k in self.timeline_kinds],
             "saved_by_node": {n: [list(s) for s in saved] for n, saved in self.saved_by_node.items()},
             "advice": self.advice(target).to_dict(),
@@ -447,7 +455,7 @@ class StepMemory:
             node_activations=dict(data["node_activations"]), module_activations=dict(data["module_activations"]),
             modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
-            notes=tuple(data.get("notes", ())),
+            notes=tuple(data.get("notes", ())), clock=data.get("clock", WALL_TIME),
             timeline_kinds=tuple(tuple(float(v) for v in k) for k in data.get("timeline_kinds", ())),
             saved_by_node={n: tuple((float(a), float(b), float(c)) for a, b, c in saved)
                            for n, saved in data.get("saved_by_node", {}).items()},
@@ -630,10 +638,11 @@ def measure_memory(
     # ever adds to a time, and a checkpoint's extra time is predicted from these).
     forward_times: dict[str, float] = {}
     plain = math.inf
+    clock_name, clock = forward_clock(device.type, torch.get_num_threads())
     for which in ("first", "second"):
         times: dict[str, float] = {}
         plain_started = time.perf_counter()
-        with _module_timer(model, runner.synchronize, times):
+        with _module_timer(model, runner.synchronize, times, clock):
             runner.step(f"the {which} step timing each module")
         plain = min(plain, time.perf_counter() - plain_started)
         for path, seconds in times.items():
@@ -763,6 +772,7 @@ def measure_memory(
             timeline, parameter_bytes, state_bytes, [((made - begin) / 1e9, size) for made, size in grads],
             [(packed, read, size) for _, size, packed, read, _ in lifetimes.values()]),
         saved_by_node={n: tuple(sorted(saved)) for n, saved in sorted(saved_by_node.items())},
+        clock=clock_name,
     )
 
 
@@ -872,9 +882,25 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     return tuple(rows)
 
 
+def forward_clock(device_type: str, threads: int) -> tuple[str, Callable[[], float]]:
+    """The clock a module's forward, and so a checkpoint's extra time, is measured by: on a CPU
+    with torch on one thread (``torch.set_num_threads(1)``), the process's CPU time, which other
+    work on a busy machine does not add to and which is then the step's own time; else the wall
+    time (on CUDA after synchronizing, so the kernels' time), since several threads' CPU times
+    add up to more than the step takes.
+
+    >>> forward_clock("cpu", 1)[0], forward_clock("cpu", 8)[0], forward_clock("cuda", 1)[0]
+    ('CPU time', 'wall time', 'wall time')
+    """
+    if device_type == "cpu" and threads == 1:
+        return CPU_TIME, time.process_time
+    return WALL_TIME, time.perf_counter
+
+
 @contextlib.contextmanager
-def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, float]) -> Iterator[None]:
-    """Each module's forward time (all its calls summed), with hooks before and after each call."""
+def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, float],
+                  clock: Callable[[], float] = time.perf_counter) -> Iterator[None]:
+    """Each module's forward time (all its calls summed) by ``clock``, with hooks before and after each call."""
     if model is None:
         yield
         return
@@ -883,13 +909,13 @@ def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, 
 
     def before(path: str, module: Any, *args: Any) -> None:
         synchronize()
-        started.setdefault(id(module), []).append(time.perf_counter())
+        started.setdefault(id(module), []).append(clock())
 
     def after(path: str, module: Any, *args: Any) -> None:
         synchronize()
         stack = started.get(id(module))
         if stack:
-            times[path] = times.get(path, 0.0) + time.perf_counter() - stack.pop()
+            times[path] = times.get(path, 0.0) + clock() - stack.pop()
 
     for path, module in model.named_modules():
         if path:
