@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .collapsing import Folding, collapse_with_ids
@@ -31,7 +32,7 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import ROW_POINTS, ROWS_UP_TO, longest_path_ranks, row_edges
+from .stacking import ROW_POINTS, ROWS_UP_TO, longest_path_ranks, row_edges, stacking_edges
 from ..graph.style import GRAPH_ATTRS
 from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
@@ -355,9 +356,11 @@ def picture_size(
     between ranks (``ranksep``, closer when ``compact``) and ``BOX_EDGE`` for each
     module box that begins or ends on a rank (the most of any one node there). Along
     the ranks it takes the widest rank: its boxes, and a gap for each box and each
-    edge passing through. ``dot`` sets module boxes side by side more widely than
-    that, so the breadth is a floor, not a measure. An edge that closes a cycle is
-    left out, as ``dot`` turns it around.
+    edge passing through, each module box as broad as its own widest rank beside the
+    other boxes on its ranks. The ranks along are those ``dot`` settles on, with the
+    invisible edges that stack module boxes (:func:`_settled_ranks`): parallel
+    branches level with each other, not each as low as it can go. An edge that
+    closes a cycle is left out, as ``dot`` turns it around.
 
     >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OUTPUT
     >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", "op", "ExpBackward0")), (Edge("n1", "n0"),))
@@ -378,18 +381,23 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
     pairs, rank = _ranked_with_rows(len(nodes), _without_cycles(len(nodes), flow_pairs(graph)), sizes, across)
     count = max(rank, default=-1) + 1
     length = [0.0] * count  # the longest box of each rank, across the ranks
-    breadth = [0.0] * count  # the boxes of each rank side by side
     for i, (width, height) in enumerate(sizes):
-        long, broad = (width, height) if across else (height, width)
-        length[rank[i]] = max(length[rank[i]], long)
-        breadth[rank[i]] += broad + gap
+        length[rank[i]] = max(length[rank[i]], width if across else height)
+    tree = ModuleTree(graph.modules) if clusters and graph.modules else None
+    edges = _box_edges(nodes, rank, count, tree)
+    stacked = tree is not None and len(nodes) <= ROWS_UP_TO
+    if stacked:
+        assert tree is not None
+        pairs, rank = _with_stacking(graph, pairs, tree)
+    breadth = [0.0] * (max(rank, default=-1) + 1)  # the boxes of each rank side by side
+    for i, (width, height) in enumerate(sizes):
+        breadth[rank[i]] += (height if across else width) + gap
     for upper, lower in pairs:
         for r in range(rank[lower] + 1, rank[upper]):
             breadth[r] += gap
-    tree = ModuleTree(graph.modules) if clusters and graph.modules else None
-    edges = _box_edges(nodes, rank, count, tree)
     broad = max(breadth, default=0.0)
-    if tree is not None and len(nodes) <= ROWS_UP_TO:
+    if stacked:
+        assert tree is not None
         fed = [False] * len(nodes)
         for _, lower in pairs:
             fed[lower] = True
@@ -402,6 +410,74 @@ def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tupl
     return sizes[0], sizes[1]
 
 
+def _with_stacking(
+    graph: AutogradGraph, pairs: List[Tuple[int, int]], tree: ModuleTree
+) -> Tuple[List[Tuple[int, int]], List[int]]:
+    """``pairs`` with the invisible edges that stack module boxes (as the DOT writer gives
+    them to ``dot``, see :func:`~graphviz_autograd.views.stacking.stacking_edges`), and the
+    ranks ``dot`` settles all of them on (:func:`_settled_ranks`).
+
+    The edges hold a box's parameters below the box before it where a sibling box feeds it,
+    and only there: the parameters of a box fed by an op of the box around it (a layer norm
+    of the queries, after a view of the attention's own) sit on the last rank of the sibling
+    box above, and ``dot`` sets the two boxes side by side.
+    """
+    drawn = len(pairs)
+    pairs = pairs + stacking_edges(graph.columns(fill_ids=False).links, [tree.listed(n.module) for n in graph.nodes], tree.parent)
+    count = len(graph.nodes)
+    return pairs, _settled_ranks(count, pairs, longest_path_ranks(count, pairs), drawn)
+
+
+def _settled_ranks(count: int, pairs: List[Tuple[int, int]], rank: List[int], drawn: int) -> List[int]:
+    """The ranks ``dot`` settles the nodes of ``pairs`` on, from ``rank`` (each node as low as
+    the edges let it, :func:`~graphviz_autograd.views.stacking.longest_path_ranks`). The
+    first ``drawn`` pairs are drawn edges (weight 1), the rest invisible ones that only keep
+    their ends apart (weight 0).
+
+    ``dot`` ranks by network simplex: it starts from each node as high as its inputs let it
+    and moves a node only where that shortens its edges. A node with at least as many drawn
+    inputs as consumers gains nothing by going down and stays right under its lowest input:
+    a branch from a fork to a join (the values of an attention, one op after another) is
+    drawn level with the branches beside it (its queries and keys), not low beside their
+    last ops. What hangs above one consumer alone (a parameter, its AccumulateGrad and its
+    transpose) and a node with more consumers than inputs sit as low as they can, right above
+    their highest consumer. Two passes: top down, each node of the first kind rises (what
+    hangs above it rising along, as far as the invisible edges into that allow); then bottom
+    up, each of the second kind sinks.
+
+    >>> # 3 forks into 2 -> 1 -> 0 and 4 -> 0: 4 rises from beside 1 to beside 2
+    >>> _settled_ranks(5, [(3, 2), (2, 1), (1, 0), (3, 4), (4, 0)], [0, 1, 2, 3, 1], 5)
+    [0, 1, 2, 3, 2]
+    """
+    uppers: List[List[int]] = [[] for _ in range(count)]
+    lowers: List[List[int]] = [[] for _ in range(count)]
+    drawn_uppers: List[List[int]] = [[] for _ in range(count)]
+    consumers = [0] * count
+    for k, (upper, lower) in enumerate(pairs):
+        uppers[lower].append(upper)
+        lowers[upper].append(lower)
+        if k < drawn:
+            drawn_uppers[lower].append(upper)
+            consumers[upper] += 1
+    top_down = sorted(range(count), key=rank.__getitem__, reverse=True)
+    hangs = [False] * count  # all above it reaches the rest of the graph through its one consumer
+    for i in top_down:
+        hangs[i] = consumers[i] == 1 and all(hangs[u] for u in drawn_uppers[i])
+    rank = list(rank)
+    highest = [math.inf] * count  # the highest rank a hanging node may take, by the invisible edges into it
+    for i in top_down:
+        below = min((highest[u] - 1 if hangs[u] else rank[u] - 1 for u in uppers[i]), default=math.inf)
+        if hangs[i]:
+            highest[i] = below
+        elif drawn_uppers[i] and len(drawn_uppers[i]) >= consumers[i] and below < math.inf:
+            rank[i] = max(rank[i], int(below))
+    for i in reversed(top_down):
+        if lowers[i] and (hangs[i] or consumers[i] > len(drawn_uppers[i])):
+            rank[i] = max(rank[lower] for lower in lowers[i]) + 1
+    lowest = min(rank, default=0)
+    return [r - lowest for r in rank] if lowest else rank
+
+
 def _boxes_breadth(
     nodes: Tuple[Node, ...], rank: List[int], broad: List[float], fed: List[bool], tree: ModuleTree
 ) -> float:
@@ -411,8 +487,9 @@ def _boxes_breadth(
     box outward, each box a map of rank -> breadth taken there."""
     gap = NODESEP * 72
     taken: Dict[str, Dict[int, float]] = {}
-    # A box spans the ranks of the nodes in it that have an input: its parameters and inputs
-    # sit above its first op, and stacking_edges keep them from reaching beside the box before.
+    # A box spans the ranks of the nodes in it that have an input (an invisible edge of
+    # stacking_edges counts: it holds a parameter below the box before); a parameter or input
+    # free of one sits above its first op.
     own: Dict[str, List[int]] = {}
     for i, (node, r) in enumerate(zip(nodes, rank)):
         if fed[i]:
