@@ -32,7 +32,7 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import ROW_POINTS, ROWS_UP_TO, longest_path_ranks, row_edges, stacking_edges
+from .stacking import ROW_POINTS, ROWS_UP_TO, graph_stacking_edges, longest_path_ranks, row_edges
 from ..graph.style import GRAPH_ATTRS
 from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
@@ -275,11 +275,23 @@ def _summary(
 
 def as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
     """``graph`` as a picture draws it: shared parameters split per use (``split_shared``),
-    inputs without gradient and saved tensors left out unless shown."""
-    if options.split_shared:
-        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    graph = merge_alike_inputs(graph, DEFAULT_MAX_USES)
-    return shown_graph(graph, options.show_no_grad, options.show_saved)
+    inputs without gradient and saved tensors left out unless shown. Made once per graph
+    and options: the page fit measures it, and :func:`~graphviz_autograd.views.prepared.prepare`
+    draws the one it chose."""
+    split, no_grad, saved = options.split_shared, options.show_no_grad, options.show_saved
+
+    def make() -> AutogradGraph:
+        drawn = split_shared_leaves(graph, DEFAULT_MAX_USES) if split else graph
+        drawn = merge_alike_inputs(drawn, DEFAULT_MAX_USES)
+        return shown_graph(drawn, no_grad, saved)
+
+    return graph.derived(f"as_drawn {split!r} {no_grad!r} {saved!r}", make)
+
+
+def _layout_seconds(drawn: AutogradGraph, junctions: bool) -> float:
+    """:func:`estimate_layout_seconds`, once per drawn graph: the page fit asks it of each
+    summary it tries, and :func:`choose_layout` of the one drawn."""
+    return drawn.derived(f"layout_seconds {junctions!r}", lambda: estimate_layout_seconds(drawn, junctions))
 
 
 def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
@@ -287,11 +299,15 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
     the closer one (True), or not at all (None)."""
     if len(drawn.nodes) > PAGE_NODES:
         return None
-    if options.layout != "fixed" and estimate_layout_seconds(drawn, options.junctions) > options.layout_budget:
+    # Cheapest first, all needed to fit: the length, the time dot takes, then the breadth.
+    lengths = _picture_length(drawn, options.direction, options.clusters)
+    if min(lengths) * ESTIMATE_SLACK > PAGE_LONG_SIDE:
         return None
-    sizes = _picture_sizes(drawn, options.direction, options.clusters)
+    if options.layout != "fixed" and _layout_seconds(drawn, options.junctions) > options.layout_budget:
+        return None
+    broad = _picture_breadth(drawn, options.direction, options.clusters)
     for compact in (False, True):
-        if max(sizes[compact]) * ESTIMATE_SLACK <= PAGE_LONG_SIDE:
+        if max(lengths[compact], broad) * ESTIMATE_SLACK <= PAGE_LONG_SIDE:
             return compact
     return None
 
@@ -307,7 +323,7 @@ def _compact(graph: AutogradGraph, options: DrawOptions) -> bool:
 
 def _why_not(drawn: AutogradGraph, options: DrawOptions) -> str:
     if len(drawn.nodes) <= PAGE_NODES and options.layout != "fixed":
-        seconds = estimate_layout_seconds(drawn, options.junctions)
+        seconds = _layout_seconds(drawn, options.junctions)
         if seconds > options.layout_budget:
             return f"Graphviz dot would take about {seconds:,.0f} s to lay it out (budget {options.layout_budget:g} s)"
     return "too big for a page"
@@ -374,45 +390,66 @@ def picture_size(
 def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[Tuple[float, float], Tuple[float, float]]:
     """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
     one count of ranks and boxes: :func:`fit_to_page` asks for both."""
-    nodes = graph.nodes
-    across = direction in ("LR", "RL")
-    gap = NODESEP * 72
-    sizes = [node_size(node) for node in nodes]
-    pairs, rank = _ranked_with_rows(len(nodes), _without_cycles(len(nodes), flow_pairs(graph)), sizes, across)
-    count = max(rank, default=-1) + 1
-    length = [0.0] * count  # the longest box of each rank, across the ranks
-    for i, (width, height) in enumerate(sizes):
-        length[rank[i]] = max(length[rank[i]], width if across else height)
-    tree = ModuleTree(graph.modules) if clusters and graph.modules else None
-    edges = _box_edges(nodes, rank, count, tree)
-    stacked = tree is not None and len(nodes) <= ROWS_UP_TO
-    if stacked:
-        assert tree is not None
-        pairs, rank = _with_stacking(graph, pairs, tree)
-    breadth = [0.0] * (max(rank, default=-1) + 1)  # the boxes of each rank side by side
-    for i, (width, height) in enumerate(sizes):
-        breadth[rank[i]] += (height if across else width) + gap
-    for upper, lower in pairs:
-        for r in range(rank[lower] + 1, rank[upper]):
-            breadth[r] += gap
-    broad = max(breadth, default=0.0)
-    if stacked:
-        assert tree is not None
-        fed = [False] * len(nodes)
-        for _, lower in pairs:
-            fed[lower] = True
-        broad = max(broad, _boxes_breadth(nodes, rank, [s[1] if across else s[0] for s in sizes], fed, tree))
-    broad += MARGIN
-    sizes = []
-    for ranksep in (RANKSEP * 72, COMPACT_RANKSEP * 72):
-        along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
-        sizes.append((along, broad) if across else (broad, along))
-    return sizes[0], sizes[1]
+    broad = _picture_breadth(graph, direction, clusters)
+    spaced, compact = _picture_length(graph, direction, clusters)
+    if direction in ("LR", "RL"):
+        return (spaced, broad), (compact, broad)
+    return (broad, spaced), (broad, compact)
 
 
-def _with_stacking(
-    graph: AutogradGraph, pairs: List[Tuple[int, int]], tree: ModuleTree
-) -> Tuple[List[Tuple[int, int]], List[int]]:
+def _picture_length(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[float, float]:
+    """How long the picture of ``graph`` is across its ranks, at Graphviz's gap between ranks
+    and at the closer one; once per graph. The page fit reads it first: a summary too long
+    for a page is ruled out before its breadth is worked out."""
+
+    def make() -> Tuple[float, float]:
+        across = direction in ("LR", "RL")
+        _, _, rank = _ranks_with_rows(graph, across)
+        count = max(rank, default=-1) + 1
+        length = [0.0] * count  # the longest box of each rank, across the ranks
+        for i, (width, height) in enumerate(_node_sizes(graph)):
+            length[rank[i]] = max(length[rank[i]], width if across else height)
+        tree = ModuleTree.of(graph.modules) if clusters and graph.modules else None
+        edges = _box_edges(graph.nodes, rank, count, tree)
+        longest, gaps = sum(length), max(count - 1, 0)
+        return (longest + RANKSEP * 72 * gaps + BOX_EDGE * edges + MARGIN,
+                longest + COMPACT_RANKSEP * 72 * gaps + BOX_EDGE * edges + MARGIN)
+
+    return graph.derived(f"picture_length {direction} {clusters!r}", make)
+
+
+def _picture_breadth(graph: AutogradGraph, direction: str, clusters: bool) -> float:
+    """How broad the picture of ``graph`` is along its ranks (see :func:`picture_size`); once per graph."""
+
+    def make() -> float:
+        nodes = graph.nodes
+        across = direction in ("LR", "RL")
+        gap = NODESEP * 72
+        sizes = _node_sizes(graph)
+        _, pairs, rank = _ranks_with_rows(graph, across)
+        tree = ModuleTree.of(graph.modules) if clusters and graph.modules else None
+        stacked = tree is not None and len(nodes) <= ROWS_UP_TO
+        if stacked:
+            pairs, rank = _with_stacking(graph, pairs)
+        breadth = [0.0] * (max(rank, default=-1) + 1)  # the boxes of each rank side by side
+        for i, (width, height) in enumerate(sizes):
+            breadth[rank[i]] += (height if across else width) + gap
+        for upper, lower in pairs:
+            for r in range(rank[lower] + 1, rank[upper]):
+                breadth[r] += gap
+        broad = max(breadth, default=0.0)
+        if stacked:
+            assert tree is not None
+            fed = [False] * len(nodes)
+            for _, lower in pairs:
+                fed[lower] = True
+            broad = max(broad, _boxes_breadth(nodes, rank, [s[1] if across else s[0] for s in sizes], fed, tree))
+        return broad + MARGIN
+
+    return graph.derived(f"picture_breadth {direction} {clusters!r}", make)
+
+
+def _with_stacking(graph: AutogradGraph, pairs: List[Tuple[int, int]]) -> Tuple[List[Tuple[int, int]], List[int]]:
     """``pairs`` with the invisible edges that stack module boxes (as the DOT writer gives
     them to ``dot``, see :func:`~graphviz_autograd.views.stacking.stacking_edges`), and the
     ranks ``dot`` settles all of them on (:func:`_settled_ranks`).
@@ -423,7 +460,7 @@ def _with_stacking(
     box above, and ``dot`` sets the two boxes side by side.
     """
     drawn = len(pairs)
-    pairs = pairs + stacking_edges(graph.columns(fill_ids=False).links, [tree.listed(n.module) for n in graph.nodes], tree.parent)
+    pairs = pairs + graph_stacking_edges(graph)
     count = len(graph.nodes)
     return pairs, _settled_ranks(count, pairs, longest_path_ranks(count, pairs), drawn)
 
@@ -516,6 +553,26 @@ def _boxes_breadth(
     return max(taken.get("", {0: 0.0}).values(), default=0.0)
 
 
+def _node_sizes(graph: AutogradGraph) -> List[Tuple[float, float]]:
+    """:func:`node_size` of each node of ``graph``, once per graph."""
+    return graph.derived("node_sizes", lambda: [node_size(node) for node in graph.nodes])
+
+
+def _ranks_with_rows(graph: AutogradGraph, across: bool) -> Tuple[int, List[Tuple[int, int]], List[int]]:
+    """How many of the edges of ``graph`` (as drawn) are its own, those edges (less any that
+    close a cycle) with the edges of its rows of rows after them, and the ranks of all of
+    them (:func:`_ranked_with_rows`); once per graph: the estimate and the DOT writer's
+    :func:`row_of_rows` both read them."""
+
+    def make() -> Tuple[int, List[Tuple[int, int]], List[int]]:
+        count = len(graph.nodes)
+        pairs = _without_cycles(count, flow_pairs(graph))
+        with_rows, rank = _ranked_with_rows(count, pairs, _node_sizes(graph), across)
+        return len(pairs), with_rows, rank
+
+    return graph.derived(f"ranks_with_rows {across!r}", make)
+
+
 def _ranked_with_rows(
     count: int, pairs: List[Tuple[int, int]], sizes: List[Tuple[float, float]], across: bool
 ) -> Tuple[List[Tuple[int, int]], List[int]]:
@@ -551,12 +608,10 @@ def rows_possible(count: int) -> bool:
 def row_of_rows(graph: AutogradGraph, direction: str = "TB") -> List[Tuple[int, int]]:
     """The invisible ``(upper, lower)`` edges, by node index, that a drawing of ``graph`` (as
     drawn) adds to lay each long row of sources as a row of rows; the estimate counts them."""
-    nodes = graph.nodes
-    if len(nodes) > ROWS_UP_TO:
+    if len(graph.nodes) > ROWS_UP_TO:
         return []
-    pairs = _without_cycles(len(nodes), flow_pairs(graph))
-    with_rows, _ = _ranked_with_rows(len(nodes), pairs, [node_size(n) for n in nodes], direction in ("LR", "RL"))
-    return with_rows[len(pairs):]
+    own, with_rows, _ = _ranks_with_rows(graph, direction in ("LR", "RL"))
+    return with_rows[own:]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:
@@ -666,7 +721,7 @@ def choose_layout(
         raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
     if layout != "auto":
         return layout, ""
-    estimate = estimate_layout_seconds(graph, junctions)
+    estimate = _layout_seconds(graph, junctions)
     if estimate <= budget:
         return "dot", ""
     return "fixed", (
