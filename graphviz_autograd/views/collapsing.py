@@ -105,7 +105,7 @@ def _collapsed(
         path = owner.get(node.id)
         if path is not None:
             members.setdefault(path, []).append(node)
-    folded_into = _fold(tree, members, node_targets(graph.edges)) if fold_repeated else {}
+    folded_into = _fold(tree, members, graph_targets(graph)) if fold_repeated else {}
 
     # Renumber in walk order of first appearance; a box appears where its first member does.
     new_id: dict[str, str] = {}  # old node id -> new id
@@ -397,7 +397,7 @@ class Folding:
             for nodes_under in lists:
                 nodes_under.append(node)
         self.under = under
-        self.targets = node_targets(graph.edges)
+        self.targets = graph_targets(graph)
         self._signatures: dict[str, tuple] = {}  # module path -> _subtree_signature
         self._matches: dict[tuple[str, ...], Optional[list[dict[str, str]]]] = {}  # run -> _match_blocks, if it chains
         # Each fold made, with the depths that fold alike: (above, up_to, fold) for every depth d
@@ -527,8 +527,18 @@ def node_targets(edges: Sequence[Edge]) -> dict[str, set]:
     """Node id -> the ids it feeds."""
     targets: dict[str, set] = {}
     for edge in edges:
-        targets.setdefault(edge[0], set()).add(edge[1])
+        fed = targets.get(edge[0])
+        if fed is None:
+            targets[edge[0]] = {edge[1]}
+        else:
+            fed.add(edge[1])
     return targets
+
+
+def graph_targets(graph: AutogradGraph) -> dict[str, set]:
+    """:func:`node_targets` of ``graph``'s edges, once per graph: the page fit collapses one
+    folded graph at each depth it tries, and the fold read them too. Not to be changed."""
+    return graph.derived("node_targets", lambda: node_targets(graph.edges))
 
 
 def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:
