@@ -36,7 +36,7 @@ from ..graph.autograd_graph import (
     AutogradGraph, Columns, ModuleInfo, Node, Shape, new_record, cut_location, op_constants, other_names, saved_attrs,
 )
 from ..views.junctions import Rerouted, graph_junctions
-from ..views.stacking import stacking_edges
+from ..views.stacking import graph_stacking_edges
 from ..graph.style import (
     CLUSTER_ATTRS,
     CLUSTERED_GRAPH_ATTRS,
@@ -477,7 +477,7 @@ def _cluster_lines(
     both its source and the ops it feeds, so that a trunk runs beside the boxes
     of the layers it feeds rather than through them.
     """
-    tree = ModuleTree(modules)
+    tree = ModuleTree.of(modules)
     index = tree.order
     by_module: dict[str, list[int]] = {}  # cluster -> indices of its nodes
     box_of: list[str] = []  # node index -> its cluster
@@ -523,7 +523,7 @@ def _cluster_lines(
     assert ids is not None
     lines.extend(
         f"\t{ids[upper]} -> {ids[source]}{STACKING_EDGE_END}"
-        for upper, source in stacking_edges(columns.links, box_of, tree.parent)
+        for upper, source in graph_stacking_edges(writer.graph)
     )
     return lines
 

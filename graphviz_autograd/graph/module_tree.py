@@ -47,6 +47,28 @@ class ModuleTree:
             if m.path and not self._looked_through(m.path):
                 self.children.setdefault(self.parent(m.path), []).append(m.path)
 
+    @classmethod
+    def of(cls, modules: Sequence[ModuleInfo]) -> "ModuleTree":
+        """``ModuleTree(modules)``, one for every caller given the same tuple: a summary keeps
+        its graph's modules, so the page fit's summaries, their estimates and the DOT writer
+        read one tree, not one each (six to eight per ``make_dot``). The trees of the last
+        few tuples are kept, each with its tuple, so an id is never taken for another's.
+
+        >>> tree = ModuleTree.of((ModuleInfo("", "Net"), ModuleInfo("h", "Block")))
+        >>> ModuleTree.of(tree.modules) is tree
+        True
+        """
+        if not isinstance(modules, tuple):
+            return cls(modules)
+        known = _RECENT_TREES.get(id(modules))
+        if known is not None and known[0] is modules:
+            return known[1]
+        tree = cls(modules)
+        if len(_RECENT_TREES) >= _RECENT_TREES_KEPT:
+            _RECENT_TREES.clear()
+        _RECENT_TREES[id(modules)] = (modules, tree)
+        return tree
+
     def _looked_through(self, path: str) -> bool:
         return self.info[path].type_name in self.look_through
 
@@ -82,3 +104,8 @@ class ModuleTree:
                 used.add(at)
                 at = self.parent(at)
         return used
+
+
+# ModuleTree.of: id of a tuple of modules -> that tuple and its tree.
+_RECENT_TREES: dict[int, tuple[tuple[ModuleInfo, ...], ModuleTree]] = {}
+_RECENT_TREES_KEPT = 8

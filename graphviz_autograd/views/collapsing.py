@@ -19,6 +19,7 @@ A pure function over plain data: it reads ``Node.module`` and ``AutogradGraph.mo
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import AbstractSet, Callable, Hashable, Mapping, Optional, Sequence
 
@@ -75,7 +76,7 @@ def collapse_with_ids(
             "depth needs to know which module made each node, and this graph has no module info; "
             "draw a graph from a recorded forward pass (graphviz_autograd.record) or leave depth out."
         )
-    tree = ModuleTree(graph.modules)
+    tree = ModuleTree.of(graph.modules)
     return _collapsed(graph, tree, _BoxFinder(tree, depth), fold_repeated)
 
 
@@ -90,7 +91,7 @@ def collapse_to_boxes(graph: AutogradGraph, boxes: AbstractSet[str], fold_repeat
     >>> [(n.kind, n.label) for n in collapse_to_boxes(g, {"a.b"})[0].nodes]
     [('module', 'a.b'), ('op', 'ExpBackward0')]
     """
-    tree = ModuleTree(graph.modules)
+    tree = ModuleTree.of(graph.modules)
     return _collapsed(graph, tree, _BoxFinder(tree, 0, frozenset(boxes)), fold_repeated)
 
 
@@ -104,7 +105,7 @@ def _collapsed(
         path = owner.get(node.id)
         if path is not None:
             members.setdefault(path, []).append(node)
-    folded_into = _fold(tree, members, node_targets(graph.edges)) if fold_repeated else {}
+    folded_into = _fold(tree, members, graph_targets(graph)) if fold_repeated else {}
 
     # Renumber in walk order of first appearance; a box appears where its first member does.
     new_id: dict[str, str] = {}  # old node id -> new id
@@ -385,7 +386,7 @@ class Folding:
 
     def __init__(self, graph: AutogradGraph):
         self.graph = graph
-        self.tree = ModuleTree(graph.modules)
+        self.tree = ModuleTree.of(graph.modules)
         under: dict[str, list[Node]] = {}  # module path -> nodes in it or below it
         # The modules around a node depend on its module alone: found once per module, not per node.
         around: dict[str, list[list[Node]]] = {}  # module path -> the lists of under it joins
@@ -396,9 +397,12 @@ class Folding:
             for nodes_under in lists:
                 nodes_under.append(node)
         self.under = under
-        self.targets = node_targets(graph.edges)
+        self.targets = graph_targets(graph)
         self._signatures: dict[str, tuple] = {}  # module path -> _subtree_signature
         self._matches: dict[tuple[str, ...], Optional[list[dict[str, str]]]] = {}  # run -> _match_blocks, if it chains
+        # Each fold made, with the depths that fold alike: (above, up_to, fold) for every depth d
+        # with above < d <= up_to (math.inf standing for no depth, None).
+        self._folds: list[tuple[float, float, tuple[AutogradGraph, dict[str, str]]]] = []
 
     def signature_of(self, path: str) -> tuple:
         known = self._signatures.get(path)
@@ -418,10 +422,28 @@ class Folding:
 
     def fold(self, depth: Optional[int] = None) -> tuple[AutogradGraph, dict[str, str]]:
         """The graph with each run of identical sibling blocks deeper than ``depth`` drawn as
-        its first block, and the stand-in of each node that went."""
+        its first block, and the stand-in of each node that went.
+
+        A depth decides only whether each run it meets folds (a run folds above the depth),
+        so the fold at one depth is the fold at every depth that decides those runs alike:
+        above the deepest run folded and up to the shallowest left whole. Made once for
+        them all: the page fit tries depth after depth, and most fold alike.
+        """
+        wanted = math.inf if depth is None else depth
+        for above, up_to, made in self._folds:
+            if above < wanted <= up_to:
+                return made
+        made, above, up_to = self._fold(depth)
+        self._folds.append((above, up_to, made))
+        return made
+
+    def _fold(self, depth: Optional[int]) -> tuple[tuple[AutogradGraph, dict[str, str]], float, float]:
+        """:meth:`fold`, and the depths that fold alike: above the run folded deepest and up
+        to the shallowest run met but left whole (that depth would fold it)."""
         graph, tree, under = self.graph, self.tree, self.under
+        above, up_to = -math.inf, math.inf
         if not graph.modules:
-            return graph, {}
+            return (graph, {}), above, up_to
         stand_in: dict[str, str] = {}  # dropped node id -> the id of its match in the first block
         # node id in a folded run -> (first block's path, block index), one per run it is in: a run
         # can sit inside the first block of another (a decoder layer's self- and cross-attention).
@@ -432,11 +454,15 @@ class Folding:
             parent = pending.pop()
             children = [c for c in tree.children.get(parent, []) if c in under]
             for run in alike_runs(children, self.signature_of):
-                expanded = depth is None or run[0].count(".") < depth
+                level = run[0].count(".")
+                expanded = depth is None or level < depth
+                if len(run) > 1 and not expanded:
+                    up_to = min(up_to, level)
                 matches = self.matches_of(run) if len(run) > 1 and expanded else None
                 if matches is None:
                     pending.extend(run)
                     continue
+                above = max(above, level)
                 first = run[0]
                 for index, (path, match) in enumerate(zip(run, matches)):
                     for node in under[path]:
@@ -451,7 +477,7 @@ class Folding:
             while twin in stand_in:
                 twin = stand_in[twin]
             stand_in[node_id] = twin
-        return _folded(graph, stand_in, block_of, titles), stand_in
+        return (_folded(graph, stand_in, block_of, titles), stand_in), above, up_to
 
 
 def _folded(
@@ -501,8 +527,18 @@ def node_targets(edges: Sequence[Edge]) -> dict[str, set]:
     """Node id -> the ids it feeds."""
     targets: dict[str, set] = {}
     for edge in edges:
-        targets.setdefault(edge[0], set()).add(edge[1])
+        fed = targets.get(edge[0])
+        if fed is None:
+            targets[edge[0]] = {edge[1]}
+        else:
+            fed.add(edge[1])
     return targets
+
+
+def graph_targets(graph: AutogradGraph) -> dict[str, set]:
+    """:func:`node_targets` of ``graph``'s edges, once per graph: the page fit collapses one
+    folded graph at each depth it tries, and the fold read them too. Not to be changed."""
+    return graph.derived("node_targets", lambda: node_targets(graph.edges))
 
 
 def _each_feeds_the_next(run: list[str], under: dict[str, list[Node]], targets: dict[str, set]) -> bool:

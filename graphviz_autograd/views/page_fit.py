@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .collapsing import Folding, collapse_with_ids
@@ -31,7 +32,7 @@ from ..graph.autograd_graph import ACCUMULATE_GRAD, MODULE, NO_GRAD, OP, SAVED, 
 from ..errors import OptionError
 from ..options import DEFAULT_LAYOUT_BUDGET, FIT, DrawOptions, check_layout, draw_options
 from .junctions import graph_junctions
-from .stacking import ROW_POINTS, ROWS_UP_TO, longest_path_ranks, row_edges
+from .stacking import ROW_POINTS, ROWS_UP_TO, graph_stacking_edges, longest_path_ranks, row_edges
 from ..graph.style import GRAPH_ATTRS
 from .shown import DEFAULT_MAX_USES, merge_alike_inputs, shown_graph, split_shared_leaves
 
@@ -274,11 +275,23 @@ def _summary(
 
 def as_drawn(graph: AutogradGraph, options: DrawOptions) -> AutogradGraph:
     """``graph`` as a picture draws it: shared parameters split per use (``split_shared``),
-    inputs without gradient and saved tensors left out unless shown."""
-    if options.split_shared:
-        graph = split_shared_leaves(graph, DEFAULT_MAX_USES)
-    graph = merge_alike_inputs(graph, DEFAULT_MAX_USES)
-    return shown_graph(graph, options.show_no_grad, options.show_saved)
+    inputs without gradient and saved tensors left out unless shown. Made once per graph
+    and options: the page fit measures it, and :func:`~graphviz_autograd.views.prepared.prepare`
+    draws the one it chose."""
+    split, no_grad, saved = options.split_shared, options.show_no_grad, options.show_saved
+
+    def make() -> AutogradGraph:
+        drawn = split_shared_leaves(graph, DEFAULT_MAX_USES) if split else graph
+        drawn = merge_alike_inputs(drawn, DEFAULT_MAX_USES)
+        return shown_graph(drawn, no_grad, saved)
+
+    return graph.derived(f"as_drawn {split!r} {no_grad!r} {saved!r}", make)
+
+
+def _layout_seconds(drawn: AutogradGraph, junctions: bool) -> float:
+    """:func:`estimate_layout_seconds`, once per drawn graph: the page fit asks it of each
+    summary it tries, and :func:`choose_layout` of the one drawn."""
+    return drawn.derived(f"layout_seconds {junctions!r}", lambda: estimate_layout_seconds(drawn, junctions))
 
 
 def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
@@ -286,11 +299,15 @@ def _page_spacing(drawn: AutogradGraph, options: DrawOptions) -> Optional[bool]:
     the closer one (True), or not at all (None)."""
     if len(drawn.nodes) > PAGE_NODES:
         return None
-    if options.layout != "fixed" and estimate_layout_seconds(drawn, options.junctions) > options.layout_budget:
+    # Cheapest first, all needed to fit: the length, the time dot takes, then the breadth.
+    lengths = _picture_length(drawn, options.direction, options.clusters)
+    if min(lengths) * ESTIMATE_SLACK > PAGE_LONG_SIDE:
         return None
-    sizes = _picture_sizes(drawn, options.direction, options.clusters)
+    if options.layout != "fixed" and _layout_seconds(drawn, options.junctions) > options.layout_budget:
+        return None
+    broad = _picture_breadth(drawn, options.direction, options.clusters)
     for compact in (False, True):
-        if max(sizes[compact]) * ESTIMATE_SLACK <= PAGE_LONG_SIDE:
+        if max(lengths[compact], broad) * ESTIMATE_SLACK <= PAGE_LONG_SIDE:
             return compact
     return None
 
@@ -306,7 +323,7 @@ def _compact(graph: AutogradGraph, options: DrawOptions) -> bool:
 
 def _why_not(drawn: AutogradGraph, options: DrawOptions) -> str:
     if len(drawn.nodes) <= PAGE_NODES and options.layout != "fixed":
-        seconds = estimate_layout_seconds(drawn, options.junctions)
+        seconds = _layout_seconds(drawn, options.junctions)
         if seconds > options.layout_budget:
             return f"Graphviz dot would take about {seconds:,.0f} s to lay it out (budget {options.layout_budget:g} s)"
     return "too big for a page"
@@ -355,9 +372,11 @@ def picture_size(
     between ranks (``ranksep``, closer when ``compact``) and ``BOX_EDGE`` for each
     module box that begins or ends on a rank (the most of any one node there). Along
     the ranks it takes the widest rank: its boxes, and a gap for each box and each
-    edge passing through. ``dot`` sets module boxes side by side more widely than
-    that, so the breadth is a floor, not a measure. An edge that closes a cycle is
-    left out, as ``dot`` turns it around.
+    edge passing through, each module box as broad as its own widest rank beside the
+    other boxes on its ranks. The ranks along are those ``dot`` settles on, with the
+    invisible edges that stack module boxes (:func:`_settled_ranks`): parallel
+    branches level with each other, not each as low as it can go. An edge that
+    closes a cycle is left out, as ``dot`` turns it around.
 
     >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Node, Edge, OUTPUT
     >>> g = AutogradGraph((Node("n0", OUTPUT, "y"), Node("n1", "op", "ExpBackward0")), (Edge("n1", "n0"),))
@@ -371,35 +390,129 @@ def picture_size(
 def _picture_sizes(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[Tuple[float, float], Tuple[float, float]]:
     """:func:`picture_size` at Graphviz's gap between ranks and at the closer one, from
     one count of ranks and boxes: :func:`fit_to_page` asks for both."""
-    nodes = graph.nodes
-    across = direction in ("LR", "RL")
-    gap = NODESEP * 72
-    sizes = [node_size(node) for node in nodes]
-    pairs, rank = _ranked_with_rows(len(nodes), _without_cycles(len(nodes), flow_pairs(graph)), sizes, across)
-    count = max(rank, default=-1) + 1
-    length = [0.0] * count  # the longest box of each rank, across the ranks
-    breadth = [0.0] * count  # the boxes of each rank side by side
-    for i, (width, height) in enumerate(sizes):
-        long, broad = (width, height) if across else (height, width)
-        length[rank[i]] = max(length[rank[i]], long)
-        breadth[rank[i]] += broad + gap
-    for upper, lower in pairs:
-        for r in range(rank[lower] + 1, rank[upper]):
-            breadth[r] += gap
-    tree = ModuleTree(graph.modules) if clusters and graph.modules else None
-    edges = _box_edges(nodes, rank, count, tree)
-    broad = max(breadth, default=0.0)
-    if tree is not None and len(nodes) <= ROWS_UP_TO:
-        fed = [False] * len(nodes)
-        for _, lower in pairs:
-            fed[lower] = True
-        broad = max(broad, _boxes_breadth(nodes, rank, [s[1] if across else s[0] for s in sizes], fed, tree))
-    broad += MARGIN
-    sizes = []
-    for ranksep in (RANKSEP * 72, COMPACT_RANKSEP * 72):
-        along = sum(length) + ranksep * max(count - 1, 0) + BOX_EDGE * edges + MARGIN
-        sizes.append((along, broad) if across else (broad, along))
-    return sizes[0], sizes[1]
+    broad = _picture_breadth(graph, direction, clusters)
+    spaced, compact = _picture_length(graph, direction, clusters)
+    if direction in ("LR", "RL"):
+        return (spaced, broad), (compact, broad)
+    return (broad, spaced), (broad, compact)
+
+
+def _picture_length(graph: AutogradGraph, direction: str, clusters: bool) -> Tuple[float, float]:
+    """How long the picture of ``graph`` is across its ranks, at Graphviz's gap between ranks
+    and at the closer one; once per graph. The page fit reads it first: a summary too long
+    for a page is ruled out before its breadth is worked out."""
+
+    def make() -> Tuple[float, float]:
+        across = direction in ("LR", "RL")
+        _, _, rank = _ranks_with_rows(graph, across)
+        count = max(rank, default=-1) + 1
+        length = [0.0] * count  # the longest box of each rank, across the ranks
+        for i, (width, height) in enumerate(_node_sizes(graph)):
+            length[rank[i]] = max(length[rank[i]], width if across else height)
+        tree = ModuleTree.of(graph.modules) if clusters and graph.modules else None
+        edges = _box_edges(graph.nodes, rank, count, tree)
+        longest, gaps = sum(length), max(count - 1, 0)
+        return (longest + RANKSEP * 72 * gaps + BOX_EDGE * edges + MARGIN,
+                longest + COMPACT_RANKSEP * 72 * gaps + BOX_EDGE * edges + MARGIN)
+
+    return graph.derived(f"picture_length {direction} {clusters!r}", make)
+
+
+def _picture_breadth(graph: AutogradGraph, direction: str, clusters: bool) -> float:
+    """How broad the picture of ``graph`` is along its ranks (see :func:`picture_size`); once per graph."""
+
+    def make() -> float:
+        nodes = graph.nodes
+        across = direction in ("LR", "RL")
+        gap = NODESEP * 72
+        sizes = _node_sizes(graph)
+        _, pairs, rank = _ranks_with_rows(graph, across)
+        tree = ModuleTree.of(graph.modules) if clusters and graph.modules else None
+        stacked = tree is not None and len(nodes) <= ROWS_UP_TO
+        if stacked:
+            pairs, rank = _with_stacking(graph, pairs)
+        breadth = [0.0] * (max(rank, default=-1) + 1)  # the boxes of each rank side by side
+        for i, (width, height) in enumerate(sizes):
+            breadth[rank[i]] += (height if across else width) + gap
+        for upper, lower in pairs:
+            for r in range(rank[lower] + 1, rank[upper]):
+                breadth[r] += gap
+        broad = max(breadth, default=0.0)
+        if stacked:
+            assert tree is not None
+            fed = [False] * len(nodes)
+            for _, lower in pairs:
+                fed[lower] = True
+            broad = max(broad, _boxes_breadth(nodes, rank, [s[1] if across else s[0] for s in sizes], fed, tree))
+        return broad + MARGIN
+
+    return graph.derived(f"picture_breadth {direction} {clusters!r}", make)
+
+
+def _with_stacking(graph: AutogradGraph, pairs: List[Tuple[int, int]]) -> Tuple[List[Tuple[int, int]], List[int]]:
+    """``pairs`` with the invisible edges that stack module boxes (as the DOT writer gives
+    them to ``dot``, see :func:`~graphviz_autograd.views.stacking.stacking_edges`), and the
+    ranks ``dot`` settles all of them on (:func:`_settled_ranks`).
+
+    The edges hold a box's parameters below the box before it where a sibling box feeds it,
+    and only there: the parameters of a box fed by an op of the box around it (a layer norm
+    of the queries, after a view of the attention's own) sit on the last rank of the sibling
+    box above, and ``dot`` sets the two boxes side by side.
+    """
+    drawn = len(pairs)
+    pairs = pairs + graph_stacking_edges(graph)
+    count = len(graph.nodes)
+    return pairs, _settled_ranks(count, pairs, longest_path_ranks(count, pairs), drawn)
+
+
+def _settled_ranks(count: int, pairs: List[Tuple[int, int]], rank: List[int], drawn: int) -> List[int]:
+    """The ranks ``dot`` settles the nodes of ``pairs`` on, from ``rank`` (each node as low as
+    the edges let it, :func:`~graphviz_autograd.views.stacking.longest_path_ranks`). The
+    first ``drawn`` pairs are drawn edges (weight 1), the rest invisible ones that only keep
+    their ends apart (weight 0).
+
+    ``dot`` ranks by network simplex: it starts from each node as high as its inputs let it
+    and moves a node only where that shortens its edges. A node with at least as many drawn
+    inputs as consumers gains nothing by going down and stays right under its lowest input:
+    a branch from a fork to a join (the values of an attention, one op after another) is
+    drawn level with the branches beside it (its queries and keys), not low beside their
+    last ops. What hangs above one consumer alone (a parameter, its AccumulateGrad and its
+    transpose) and a node with more consumers than inputs sit as low as they can, right above
+    their highest consumer. Two passes: top down, each node of the first kind rises (what
+    hangs above it rising along, as far as the invisible edges into that allow); then bottom
+    up, each of the second kind sinks.
+
+    >>> # 3 forks into 2 -> 1 -> 0 and 4 -> 0: 4 rises from beside 1 to beside 2
+    >>> _settled_ranks(5, [(3, 2), (2, 1), (1, 0), (3, 4), (4, 0)], [0, 1, 2, 3, 1], 5)
+    [0, 1, 2, 3, 2]
+    """
+    uppers: List[List[int]] = [[] for _ in range(count)]
+    lowers: List[List[int]] = [[] for _ in range(count)]
+    drawn_uppers: List[List[int]] = [[] for _ in range(count)]
+    consumers = [0] * count
+    for k, (upper, lower) in enumerate(pairs):
+        uppers[lower].append(upper)
+        lowers[upper].append(lower)
+        if k < drawn:
+            drawn_uppers[lower].append(upper)
+            consumers[upper] += 1
+    top_down = sorted(range(count), key=rank.__getitem__, reverse=True)
+    hangs = [False] * count  # all above it reaches the rest of the graph through its one consumer
+    for i in top_down:
+        hangs[i] = consumers[i] == 1 and all(hangs[u] for u in drawn_uppers[i])
+    rank = list(rank)
+    highest = [math.inf] * count  # the highest rank a hanging node may take, by the invisible edges into it
+    for i in top_down:
+        below = min((highest[u] - 1 if hangs[u] else rank[u] - 1 for u in uppers[i]), default=math.inf)
+        if hangs[i]:
+            highest[i] = below
+        elif drawn_uppers[i] and len(drawn_uppers[i]) >= consumers[i] and below < math.inf:
+            rank[i] = max(rank[i], int(below))
+    for i in reversed(top_down):
+        if lowers[i] and (hangs[i] or consumers[i] > len(drawn_uppers[i])):
+            rank[i] = max(rank[lower] for lower in lowers[i]) + 1
+    lowest = min(rank, default=0)
+    return [r - lowest for r in rank] if lowest else rank
 
 
 def _boxes_breadth(
@@ -411,8 +524,9 @@ def _boxes_breadth(
     box outward, each box a map of rank -> breadth taken there."""
     gap = NODESEP * 72
     taken: Dict[str, Dict[int, float]] = {}
-    # A box spans the ranks of the nodes in it that have an input: its parameters and inputs
-    # sit above its first op, and stacking_edges keep them from reaching beside the box before.
+    # A box spans the ranks of the nodes in it that have an input (an invisible edge of
+    # stacking_edges counts: it holds a parameter below the box before); a parameter or input
+    # free of one sits above its first op.
     own: Dict[str, List[int]] = {}
     for i, (node, r) in enumerate(zip(nodes, rank)):
         if fed[i]:
@@ -437,6 +551,26 @@ def _boxes_breadth(
         for r in range(low, high + 1):
             outer[r] = outer.get(r, 0.0) + width + gap
     return max(taken.get("", {0: 0.0}).values(), default=0.0)
+
+
+def _node_sizes(graph: AutogradGraph) -> List[Tuple[float, float]]:
+    """:func:`node_size` of each node of ``graph``, once per graph."""
+    return graph.derived("node_sizes", lambda: [node_size(node) for node in graph.nodes])
+
+
+def _ranks_with_rows(graph: AutogradGraph, across: bool) -> Tuple[int, List[Tuple[int, int]], List[int]]:
+    """How many of the edges of ``graph`` (as drawn) are its own, those edges (less any that
+    close a cycle) with the edges of its rows of rows after them, and the ranks of all of
+    them (:func:`_ranked_with_rows`); once per graph: the estimate and the DOT writer's
+    :func:`row_of_rows` both read them."""
+
+    def make() -> Tuple[int, List[Tuple[int, int]], List[int]]:
+        count = len(graph.nodes)
+        pairs = _without_cycles(count, flow_pairs(graph))
+        with_rows, rank = _ranked_with_rows(count, pairs, _node_sizes(graph), across)
+        return len(pairs), with_rows, rank
+
+    return graph.derived(f"ranks_with_rows {across!r}", make)
 
 
 def _ranked_with_rows(
@@ -474,12 +608,10 @@ def rows_possible(count: int) -> bool:
 def row_of_rows(graph: AutogradGraph, direction: str = "TB") -> List[Tuple[int, int]]:
     """The invisible ``(upper, lower)`` edges, by node index, that a drawing of ``graph`` (as
     drawn) adds to lay each long row of sources as a row of rows; the estimate counts them."""
-    nodes = graph.nodes
-    if len(nodes) > ROWS_UP_TO:
+    if len(graph.nodes) > ROWS_UP_TO:
         return []
-    pairs = _without_cycles(len(nodes), flow_pairs(graph))
-    with_rows, _ = _ranked_with_rows(len(nodes), pairs, [node_size(n) for n in nodes], direction in ("LR", "RL"))
-    return with_rows[len(pairs):]
+    own, with_rows, _ = _ranks_with_rows(graph, direction in ("LR", "RL"))
+    return with_rows[own:]
 
 
 def _box_edges(nodes: Tuple[Node, ...], rank: List[int], count: int, tree: Optional[ModuleTree]) -> int:
@@ -589,7 +721,7 @@ def choose_layout(
         raise OptionError(f"layout budget must be a positive number of seconds; got {budget!r}.")
     if layout != "auto":
         return layout, ""
-    estimate = estimate_layout_seconds(graph, junctions)
+    estimate = _layout_seconds(graph, junctions)
     if estimate <= budget:
         return "dot", ""
     return "fixed", (

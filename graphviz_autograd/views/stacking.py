@@ -31,7 +31,20 @@ from itertools import compress
 from operator import not_
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..graph.autograd_graph import CUT, DATA
+from ..graph.autograd_graph import CUT, DATA, AutogradGraph
+from ..graph.module_tree import ModuleTree
+
+
+def graph_stacking_edges(graph: AutogradGraph) -> List[Tuple[int, int]]:
+    """:func:`stacking_edges` of ``graph`` drawn with a box per module, worked out once per
+    graph: the page-size estimate and the DOT writer both add them."""
+
+    def make() -> List[Tuple[int, int]]:
+        tree = ModuleTree.of(graph.modules)
+        box_of = [tree.listed(node.module) for node in graph.nodes]
+        return stacking_edges(graph.columns(fill_ids=False).links, box_of, tree.parent)
+
+    return graph.derived("stacking_edges", make)
 
 
 def stacking_edges(
