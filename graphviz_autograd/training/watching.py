@@ -116,7 +116,6 @@ _NONFINITE_PLACES = {
     "grad_norm": "gradient",
 }
 _PLACE_NAMES = {"output": "outputs", "output_gradient": "their gradients", "parameter": "parameters", "gradient": "gradients"}
-# Module types whose outputs have bounds, and the bounds.
 # torch's hooks on every module's setting of a submodule or parameter (torch 2.0 and later).
 _REGISTRATION_HOOKS: tuple[Callable[..., Any], ...] = tuple(
     hook for hook in (
@@ -124,6 +123,7 @@ _REGISTRATION_HOOKS: tuple[Callable[..., Any], ...] = tuple(
         getattr(torch.nn.modules.module, "register_module_parameter_registration_hook", None),
     ) if hook is not None
 )
+# Module types whose outputs have bounds, and the bounds.
 _BOUNDED = {"Tanh": (-1.0, 1.0), "Sigmoid": (0.0, 1.0), "Hardtanh": (-1.0, 1.0), "Softsign": (-1.0, 1.0)}
 RANKS = ("reduce", "each")
 
@@ -253,8 +253,7 @@ class Watcher:
         # The model's parameters by name, and whether the model may have changed since they and
         # the check for modules put in after watch() started were last taken: torch's global
         # registration hooks say when a module or parameter is set anywhere, so a logged step
-        # walks the model only then, not three times a step (a quarter of a 4-layer GPT-2's cost
-        # of logging, before).
+        # walks the model only then, not three times a step.
         self._named_parameters: list[tuple[str, torch.nn.Parameter]] = []
         self._model_changed = True
         self._unwatched: dict[str, tuple[int, str]] = {}  # module path -> (step first seen, its type)
