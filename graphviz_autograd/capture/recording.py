@@ -55,13 +55,13 @@ from ..graph.autograd_graph import (
     INTEGER_RESULT,
     NO_GRAD_MODE,
     OP,
-    PORT_ATTR,
     PORT_IN,
     PORT_OUT,
     REQUIRES_GRAD_FALSE,
     AutogradGraph,
     ModuleInfo,
     module_of_call,
+    port_attrs,
 )
 from ..graph.descriptions import shape_text
 from . import compiled_regions
@@ -625,15 +625,13 @@ class Recorder:
         entered = self._entered.get(value) if _is_tensor(value) else None
         if not entered:
             return reason
-        return (*reason[:3], tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(entered.items())))
+        return (*reason[:3], port_attrs(entered))
 
     def leaf_ports(self, tensor: torch.Tensor) -> tuple[tuple[str, str], ...]:
         """The (PORT_ATTR, text) pairs of a leaf that requires grad: the module calls that took
         it as an argument or returned it, by its name there (see _note_port)."""
         noted = self._leaf_ports.get(tensor)
-        if not noted:
-            return ()
-        return tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(noted.items()))
+        return port_attrs(noted) if noted else ()
 
     def _operand_reason(self, value: Any, module: str) -> Reason:
         """Why an operand without gradient carries none: a number (a Python number, or a 0-d

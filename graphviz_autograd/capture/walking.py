@@ -30,10 +30,10 @@ from . import deep_graphs
 from ..errors import GraphvizAutogradError, NoGraphError
 from .naming import Params, layout_name, named_tensors, number_text, parameter_names, view_name
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, PORT_ATTR, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
+    ACCUMULATE_GRAD, ALSO_NAMED, CONSTANT, CONSTANT_ATTR, CUT, DATA, FAILED, INTEGER, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, REQUIRES_GRAD_FALSE, SAVED,
     SAVED_BY, SAVED_TENSOR_OF,
 )
-from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node
+from ..graph.autograd_graph import AutogradGraph, Columns, Edge, Node, port_attrs
 from .compiled_regions import COMPILED_REGION_ATTR, open_regions
 from .recording import ForwardFailure
 
@@ -473,7 +473,7 @@ class _Walker:
             module, cut_reasons = metadata.get(self.recorder.key) or _NO_NOTES
             ports = metadata.get(self.recorder.ports_key)
             if ports:  # the module calls its tensor entered or left, by argument or output name
-                attrs += tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(ports.items()))
+                attrs += port_attrs(ports)
             aot_id = getattr(getattr(fn, "_forward_cls", None), "_aot_id", None)
             if isinstance(aot_id, int) and label.startswith("CompiledFunction"):  # which region it runs: see open_regions
                 attrs += ((COMPILED_REGION_ATTR, str(aot_id)),)

@@ -196,6 +196,29 @@ def saved_attrs(node: "Node") -> tuple[tuple[str, str], ...]:
     return tuple(pair for pair in attrs if pair[0] != PORT_ATTR)
 
 
+def port_attrs(names: Mapping[tuple[str, str], str]) -> tuple[tuple[str, str], ...]:
+    """The node attributes that say ``names``, ``{(PORT_IN or PORT_OUT, call path): name}``,
+    in order: what :func:`port_names` reads back.
+
+    >>> port_attrs({("in", "layers.0"): "hidden_states"})
+    (('port', 'in\\nlayers.0\\nhidden_states'),)
+    """
+    return tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(names.items()))
+
+
+def calls_around(path: str) -> list[str]:
+    """The module calls a node of call ``path`` is inside, outermost first, itself last
+    (none for the model's own, '').
+
+    >>> calls_around("h.0.attn"), calls_around("")
+    (['h', 'h.0', 'h.0.attn'], [])
+    """
+    if not path:
+        return []
+    parts = path.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def port_names(node: "Node") -> dict[tuple[str, str], str]:
     """``{(PORT_IN or PORT_OUT, call path): name}`` of the module calls the node's tensor entered or left.
 

@@ -78,7 +78,7 @@ from ..checks.rules import (
 from ..drawing.rendering import check_writable, write_atomic
 from ..errors import GraphvizAutogradError, InputTypeError, OptionError
 from ..graph.style import SEVERITIES
-from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, module_of_call, parameter_nodes
+from ..graph.autograd_graph import DATA, OP, OUTPUT, AutogradGraph, ModuleInfo, calls_around, module_of_call, parameter_nodes
 from ..views.overlays import Overlay
 from .measures import (
     DEFAULT_HISTOGRAM_SAMPLE,
@@ -1175,8 +1175,8 @@ def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
         source, target = nodes.get(edge.source), nodes.get(edge.target)
         if source is None or target is None or source.kind != OP:
             continue
-        inside_target = set(_calls_around(target.module)) if target.kind != OUTPUT else set()
-        for path in _calls_around(source.module):
+        inside_target = set(calls_around(target.module)) if target.kind != OUTPUT else set()
+        for path in calls_around(source.module):
             if path not in inside_target:
                 ids = found.setdefault(path, [])
                 if source.id not in ids:
@@ -1186,14 +1186,6 @@ def module_output_nodes(graph: AutogradGraph) -> dict[str, tuple[str, ...]]:
             if source.id not in ids:
                 ids.append(source.id)
     return {path: tuple(ids) for path, ids in found.items()}
-
-
-def _calls_around(path: str) -> list[str]:
-    """The module calls a node of call ``path`` is inside, outermost first ('' left out)."""
-    if not path:
-        return []
-    parts = path.split(".")
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _whole(tensor: torch.Tensor) -> torch.Tensor:

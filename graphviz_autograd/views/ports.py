@@ -22,7 +22,7 @@ import re
 from typing import Container, Mapping, NamedTuple, Optional
 
 from ..graph.autograd_graph import (
-    ACCUMULATE_GRAD, LEAF, MODULE, PARAMETER, PORT_ATTR, PORT_IN, PORT_OUT, SAVED_BY, AutogradGraph, Node,
+    ACCUMULATE_GRAD, LEAF, MODULE, PARAMETER, PORT_ATTR, PORT_IN, PORT_OUT, SAVED_BY, AutogradGraph, Node, calls_around,
 )
 from ..graph.descriptions import port_name
 
@@ -96,8 +96,8 @@ def _crossing_names(
 ) -> Optional[tuple[str, str, list[str]]]:
     """(head, tail, crossings) of one walked edge from a node of ``source_call`` to one of
     ``target_call``, its tensor ``named``'s node; None when no border it crosses is named."""
-    left = _calls(source_call)
-    entered = _calls(target_call)
+    left = calls_around(source_call)
+    entered = calls_around(target_call)
     shared = 0
     while shared < len(left) and shared < len(entered) and left[shared] == entered[shared]:
         shared += 1
@@ -133,13 +133,6 @@ def _outermost_name(named: Node, way: str, calls: list[str], box: str) -> str:
             if name is not None:
                 return name
     return ""
-
-
-def _calls(call: str) -> list[str]:
-    """The calls around a node of ``call`` (a module call's path), outermost first, itself last;
-    none for the model's own ('')."""
-    parts = call.split(".") if call else []
-    return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _box_call(call: str, box: Node) -> str:
