@@ -283,11 +283,14 @@ def model_state(model):
             (len(m._forward_hooks), len(m._forward_pre_hooks), len(m._forward_hooks_always_called))
             for m in model.modules()
         ],
+        # Each module's own attributes (a forward set on the instance among them), by name and identity.
+        "attributes": [{name: id(value) for name, value in vars(m).items()} for m in model.modules()],
     }
 
 
 def assert_same_state(before, after):
     assert after["training"] == before["training"] and after["hooks"] == before["hooks"]
+    assert after["attributes"] == before["attributes"]
     for (n1, p1, d1, *rest1), (n2, p2, d2, *rest2) in zip(before["parameters"], after["parameters"], strict=True):
         assert n1 == n2 and p1 is p2 and torch.equal(d1, d2) and rest1 == rest2
     for (n1, b1, c1), (n2, b2, c2) in zip(before["buffers"], after["buffers"], strict=True):
@@ -325,6 +328,42 @@ def test_recording_leaves_model_and_torch_state_as_they_were(model_class, traini
     assert_same_state(before, model_state(model))
     out = model(x) if model_class is Frozen else model.inner(x)
     assert rec.notes(out.grad_fn) is None  # nothing is recorded any more
+
+
+def test_a_forward_another_library_set_on_a_module_is_called_while_recording_and_kept_after():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    calls = []
+    original = model[0].forward
+
+    def wrapped(x):  # as a library that offloads or casts a layer sets it
+        calls.append(x.shape)
+        return original(x) * 2
+
+    model[0].forward = wrapped
+    with record(model) as rec:
+        out = model(torch.ones(1, 3)).sum()
+    assert calls == [torch.Size([1, 3])] and vars(model[0])["forward"] is wrapped
+    assert ("MulBackward0", "0") in op_modules(walk(out, recorder=rec))
+    assert "forward" not in vars(model[1]) and "forward" not in vars(model)
+
+
+def test_what_a_module_forward_hook_does_counts_as_part_of_its_call():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    model[0].register_forward_hook(lambda module, args, out: out.tanh())
+    with record(model) as rec:
+        out = model(torch.ones(1, 3)).sum()
+    assert ("TanhBackward0", "0") in op_modules(walk(out, recorder=rec))
+    assert len(model[0]._forward_hooks) == 1 and not model[1]._forward_hooks
+
+
+def test_recorders_nested_on_one_model_both_see_every_module_call():
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 1))
+    with record(model) as outer:
+        with record(model) as inner:
+            out = model(torch.ones(1, 3)).sum()
+    for rec in (outer, inner):
+        assert {module for _, module in op_modules(walk(out, recorder=rec))} == {"0", "1", "2", ""}
+    assert all("forward" not in vars(m) for m in model.modules())
 
 
 def test_a_forward_that_raises_leaves_no_module_open_for_the_next_recording():

@@ -26,6 +26,7 @@ removed, the mode is popped, and grad mode, the model's parameters, buffers,
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import os
@@ -168,7 +169,9 @@ class Recorder:
         # Leaf tensors that require grad but are none of the model's (made in forward):
         # the module whose forward first used each.
         self._stray_leaves: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # (module, its own forward before, the stand-in put there), and hooks, while recording: see _watch_calls.
         self._hooks: list[Any] = []
+        self._stand_ins: list[tuple[torch.nn.Module, Any, Callable]] = []
         self._mode: Optional[_RecordingMode] = None
         self._thread: Optional[int] = None
         # With nonfinite=True: where NaN and Inf were born, call by call (see nonfinite_values).
@@ -286,17 +289,15 @@ class Recorder:
                 (name, weakref.ref(tensor)) for name, tensor in itertools.chain(
                     tensors.parameters, tensors.buffers, unregistered.items())
             ]
-            self._hooks.append(self.model.register_forward_pre_hook(self._name_inputs, with_kwargs=True))
             self._module_objects = tensors.modules
             for name, module in tensors.modules.items():
-                self._hooks.append(module.register_forward_pre_hook(self._enter_module(name), with_kwargs=True))
-                self._hooks.append(module.register_forward_hook(self._leave_module(name), always_call=True))
+                self._watch_calls(name, module)
         self._mode = _RecordingMode(self)
         try:
             self._mode.__enter__()
             compiled_regions.start(self.compiled)
         except BaseException:
-            self._remove_hooks()
+            self._unwatch_calls()
             self._mode = None
             raise
         return self
@@ -311,7 +312,7 @@ class Recorder:
             compiled_regions.stop(self.compiled)
             self._failing = None
             self._last_result = None
-            self._remove_hooks()
+            self._unwatch_calls()
             self._calls.stack.clear()
             self._fixed_reasons = {}
             self._frozen_names = {}
@@ -359,17 +360,84 @@ class Recorder:
         index = self._module_index.get(module_of_call(module_call))
         return self._module_types[index].type_name if index is not None else ""
 
-    def _remove_hooks(self) -> None:
+    def _watch_calls(self, name: str, module: torch.nn.Module) -> None:
+        """Note each call of ``module`` while recording: its path and its ports, around its forward.
+
+        A module without forward hooks gets a stand-in for its ``forward``, set on the module
+        itself for as long as the recording lasts: it costs a call one Python call more, where
+        a pair of hooks takes every call down ``Module.__call__``'s slow path (a quarter of a
+        plain forward pass, recorded). Whatever ``forward`` the module had of its own (a
+        wrapper another library set, another recorder's stand-in) is called by the stand-in
+        and put back after. A module with hooks of its own is on the slow path already: it gets
+        a pair of hooks after them, so that what its hooks do counts as part of its call."""
+        names = self._argument_names(module)
+        enter, leave, calls = self._calls.enter, self._calls.leave, self._calls
+        note_in, note_out = self._note_inputs, self._note_output
+        top = functools.partial(self._name_inputs, _forward_signature(module)) if module is self.model else None
+        thread = self._thread
+
+        def starts(args: tuple, kwargs: dict) -> None:
+            if top is not None:
+                top(args, kwargs)
+            path = enter(name)
+            if args or kwargs:
+                note_in(args, kwargs, names, path)
+
+        def ends(output: Any) -> None:
+            note_out(output, calls.current)
+            leave(name)
+
+        if module._forward_hooks or module._forward_pre_hooks:
+            def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+                if not _compiling() and threading.get_ident() == thread and self._mode is not None:
+                    starts(args, kwargs)
+
+            def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:  # (output None when forward raised)
+                if not _compiling() and threading.get_ident() == thread and self._mode is not None:
+                    ends(output)
+
+            self._hooks.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
+            self._hooks.append(module.register_forward_hook(hook, always_call=True))
+            return
+        own = vars(module)
+        before = own.get("forward", _NOT_SET)
+        forward = module.forward
+
+        def stand_in(*args: Any, **kwargs: Any) -> Any:
+            # (A stand-in left behind, when recorders nested on one model end out of order, only calls on.)
+            if _compiling() or threading.get_ident() != thread or self._mode is None:
+                return forward(*args, **kwargs)
+            starts(args, kwargs)
+            try:
+                output = forward(*args, **kwargs)
+            except BaseException:
+                leave(name)
+                raise
+            ends(output)
+            return output
+
+        setattr(stand_in, _STAND_IN, forward)
+        own["forward"] = stand_in
+        self._stand_ins.append((module, before, stand_in))
+
+    def _unwatch_calls(self) -> None:
+        """Put back each module's ``forward`` as it was (unless something else replaced the stand-in
+        meanwhile), and remove the hooks."""
+        for module, before, stand_in in self._stand_ins:
+            own = vars(module)
+            if own.get("forward") is stand_in:
+                if before is _NOT_SET:
+                    del own["forward"]
+                else:
+                    own["forward"] = before
+        self._stand_ins = []
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
 
-    def _name_inputs(self, model: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        """Remember the model's input tensors by the names its forward gives them."""
-        if _compiling() or threading.get_ident() != self._thread:
-            return
+    def _name_inputs(self, signature: Optional[inspect.Signature], args: tuple, kwargs: dict) -> None:
+        """Remember the model's input tensors by the names its forward (of ``signature``) gives them."""
         try:
-            signature = _forward_signature(model)
             if signature is None:
                 raise ValueError("no signature")
             bound = signature.bind_partial(*args, **kwargs).arguments
@@ -382,39 +450,26 @@ class Recorder:
                 if tensor not in self._input_names:
                     self._input_names[tensor] = tensor_name
 
-    def _enter_module(self, name: str) -> Callable:
-        def pre_hook(module: torch.nn.Module, args: Any, kwargs: dict) -> None:
-            if not _compiling() and threading.get_ident() == self._thread:
-                path = self._calls.enter(name)
-                if not (args or kwargs):
-                    return
-                names = self._argument_names(module)
-                # Reading a tensor's grad_fn with the mode on is a call of the mode (a tenth of a
-                # recorded forward pass went there); the hooks read them with it off.
-                with _mode_off():
-                    for i, value in enumerate(args):
-                        self._note_port(value, path, PORT_IN, names[i] if i < len(names) else f"args[{i}]")
-                    for key, value in kwargs.items():
-                        self._note_port(value, path, PORT_IN, key)
+    def _note_inputs(self, args: tuple, kwargs: dict, names: tuple[str, ...], path: str) -> None:
+        """Note the tensors a module call takes by the names its forward gives them (see _note_port)."""
+        # Reading a tensor's grad_fn with the mode on is a call of the mode (a tenth of a
+        # recorded forward pass went there); the stand-ins read them with it off.
+        with _mode_off():
+            for i, value in enumerate(args):
+                self._note_port(value, path, PORT_IN, names[i] if i < len(names) else f"args[{i}]")
+            for key, value in kwargs.items():
+                self._note_port(value, path, PORT_IN, key)
 
-        return pre_hook
-
-    def _leave_module(self, name: str) -> Callable:
-        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if _compiling() or threading.get_ident() != self._thread:
-                return
-            path = self._calls.current
-            with _mode_off():
-                if _is_tensor(output):
-                    self._note_port(output, path, PORT_OUT, "output")
-                elif isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
-                    for key, value in output.items():
-                        self._note_port(value, path, PORT_OUT, str(key))
-                else:
-                    self._note_port(output, path, PORT_OUT, "output")
-            self._calls.leave(name)
-
-        return hook
+    def _note_output(self, output: Any, path: str) -> None:
+        """Note the tensors a module call returns: ``output``, or the fields of a model output."""
+        with _mode_off():
+            if _is_tensor(output):
+                self._note_port(output, path, PORT_OUT, "output")
+            elif isinstance(output, Mapping):  # a model output (logits, last_hidden_state...)
+                for key, value in output.items():
+                    self._note_port(value, path, PORT_OUT, str(key))
+            else:
+                self._note_port(output, path, PORT_OUT, "output")
 
     def _argument_names(self, module: torch.nn.Module) -> tuple[str, ...]:
         """The names of the positional parameters of ``module``'s forward (up to a ``*args``)."""
@@ -466,11 +521,12 @@ class Recorder:
 
     def saw_call(
         self, func: Callable, args: tuple, kwargs: dict, result: Any, before: Optional[list] = None,
-        inputs: Optional[list] = None, module: Optional[str] = None,
+        inputs: Optional[list] = None, module: Optional[str] = None, numbers: Optional[tuple[int, int]] = None,
     ) -> None:
         """Note what a call made: its new nodes' module, cuts and escapes. ``before``: the
         inputs' grad_fns before an in-place call, which gave an input a new one; ``inputs``
-        (the tensors among the arguments) and ``module`` (the running call), when known."""
+        (the tensors among the arguments) and ``module`` (the running call), when known;
+        ``numbers``: the thread's next autograd sequence number before and after the call."""
         if inputs is None:
             inputs = _tensors_in(args, kwargs)
         if module is None:
@@ -511,7 +567,7 @@ class Recorder:
             return
         if self._any_entered:
             self._pass_on_ports(inputs, outputs, module)
-        new_nodes, cut = self._note_new_nodes(outputs, inputs, module, before)
+        new_nodes, cut = self._note_new_nodes(outputs, inputs, module, before, numbers)
         if cut:
             self._note_cuts(new_nodes, func, args, kwargs, module)
         for t in outputs:
@@ -521,15 +577,30 @@ class Recorder:
                 break
 
     def _note_new_nodes(
-        self, outputs: list, inputs: list, module: str, before: Optional[list] = None
+        self, outputs: list, inputs: list, module: str, before: Optional[list] = None,
+        numbers: Optional[tuple[int, int]] = None,
     ) -> tuple[list[Any], bool]:
         """Note ``module`` on the nodes this call created; return them, first input first,
         and whether any of them has an empty input slot (an input without gradient).
 
         They are the nodes reachable from the outputs without passing an input's
         node or one noted before (an AccumulateGrad belongs to its parameter).
+
+        ``numbers`` (the thread's next sequence number before and after the call) says
+        how many nodes the call made: none, or one (most calls), is known without a walk.
         """
         key = self.key
+        if numbers is not None and before is None:
+            made = numbers[1] - numbers[0]
+            if made == 0:
+                return [], False
+            if made == 1:
+                fn = next((fn for fn in [t.grad_fn for t in outputs] if fn is not None), None)
+                if fn is not None and fn._sequence_nr() == numbers[0]:
+                    metadata = fn.metadata
+                    if key not in metadata:
+                        metadata[key] = (module, ())
+                    return [fn], any(child is None for child, _ in fn.next_functions)
         if before is not None:
             known = {id(fn) for fn in before if fn is not None}
         else:
@@ -821,6 +892,13 @@ class _RecordingMode(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
         recorder = self.recorder
+        if func in _QUERIES:  # a tensor's shape, dtype, device...: a quarter of a forward pass's calls
+            try:
+                return func(*args, **kwargs)
+            except Exception as error:
+                if not _compiling() and threading.get_ident() == recorder._thread:
+                    recorder.saw_failure(func, args, kwargs, error)
+                raise
         if _compiling() or threading.get_ident() != recorder._thread:
             return func(*args, **kwargs)
         inputs = _tensors_in(args, kwargs)
@@ -836,12 +914,14 @@ class _RecordingMode(TorchFunctionMode):
         values = recorder.nonfinite
         if values is not None:
             inputs_birth = values.before(inputs, module)
+        first = _next_node() if _next_node is not None else None
         try:
             result = func(*args, **kwargs)
         except Exception as error:
             recorder.saw_failure(func, args, kwargs, error)
             raise
-        recorder.saw_call(func, args, kwargs, result, before, inputs, module)
+        numbers = (first, _next_node()) if first is not None else None  # type: ignore[misc]
+        recorder.saw_call(func, args, kwargs, result, before, inputs, module, numbers)
         if _is_tensor(result) or type(result) is tuple or type(result) is list:  # not a shape, a number
             recorder._last_result = result
             recorder._last_module = module
@@ -857,12 +937,16 @@ _SIGNATURES: "weakref.WeakKeyDictionary[type, Optional[inspect.Signature]]" = we
 
 def _forward_signature(module: torch.nn.Module) -> Optional[inspect.Signature]:
     """The signature of ``module.forward`` (None when it cannot be read), kept per class
-    unless the module has a ``forward`` of its own (set on the instance)."""
-    own = "forward" in vars(module)
+    unless the module has a ``forward`` of its own (set on the instance). A recorder's stand-in
+    (see ``Recorder._watch_calls``) is looked through."""
+    forward = module.forward
+    while getattr(forward, _STAND_IN, None) is not None:
+        forward = getattr(forward, _STAND_IN)
+    own = getattr(forward, "__func__", None) is not getattr(type(module), "forward", None)
     if not own and type(module) in _SIGNATURES:
         return _SIGNATURES[type(module)]
     try:
-        signature: Optional[inspect.Signature] = inspect.signature(module.forward)
+        signature: Optional[inspect.Signature] = inspect.signature(forward)
     except (TypeError, ValueError):
         signature = None
     if not own:
@@ -870,9 +954,25 @@ def _forward_signature(module: torch.nn.Module) -> Optional[inspect.Signature]:
     return signature
 
 
+# The attribute of a stand-in forward (see Recorder._watch_calls) that holds the forward it calls.
+_STAND_IN = "_graphviz_autograd_forward"
+_NOT_SET = object()
+# Calls that ask a tensor about itself (its shape, dtype, device, whether it requires grad) and
+# return no tensor: nothing to note, and a model makes many (T5: 102 of its 407 calls).
+_QUERIES = frozenset(
+    [getattr(torch.Tensor, name).__get__ for name in (
+        "shape", "dtype", "device", "requires_grad", "ndim", "is_leaf", "layout", "grad_fn", "is_cuda",
+        "is_sparse", "is_quantized", "is_meta", "is_nested", "is_cpu") if hasattr(torch.Tensor, name)]
+    + [getattr(torch.Tensor, name) for name in (
+        "size", "dim", "ndimension", "stride", "numel", "nelement", "is_floating_point", "is_complex",
+        "is_contiguous", "element_size", "get_device", "storage_offset", "__len__") if hasattr(torch.Tensor, name)]
+)
 # Whether a function writes into its first argument (see _in_place), by function: asked of every call.
 _IN_PLACE: dict[Callable, bool] = {}
 _mode_off = torch._C.DisableTorchFunction
+# The sequence number the thread's next autograd node will get: each node made takes one
+# (None on a torch that does not tell: then every call's new nodes are walked).
+_next_node: Optional[Callable[[], int]] = getattr(torch._C._autograd, "_get_sequence_nr", None)
 
 
 # Types of the values a call takes and returns that hold no tensor and are no container.
