@@ -28,7 +28,9 @@ With ``--recorder`` it prints the recorder's cost instead, per model (Python onl
 Graphviz): ``forward`` (a plain forward pass), ``recorded`` (the same under ``record``)
 and their ratio; ``ours`` (``record`` around the forward pass, the loss and ``make_dot``
 of the default picture, its DOT source) against ``tv`` (a plain forward pass, the loss
-and ``torchviz.make_dot(loss, params).source``), and their ratio. With ``--before DIR``
+and ``torchviz.make_dot(loss, params).source``), and their ratio, each the best of
+``--repeat`` runs by the process's CPU time (all of it is Python on one thread: CPU time
+counts the work, not the waits for a core another process holds). With ``--before DIR``
 too, the ``recorded`` and ``ours`` columns of that checkout come first, timed in turn
 in the same process.
 
@@ -103,11 +105,11 @@ def torchviz_picture(model: torch.nn.Module, inputs: dict) -> bytes:
     return svg(torchviz.make_dot(loss, params=dict(model.named_parameters())).source)
 
 
-def timed(function: Callable[[], Any]) -> float:
+def timed(function: Callable[[], Any], clock: Callable[[], float] = time.perf_counter) -> float:
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     function()
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def measure(name: str, repeat: int, with_torchviz: bool) -> Row:
@@ -249,7 +251,7 @@ def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]
         best = {key: float("inf") for key in runs}
         for _ in range(repeat):  # in turn, so that every column sees the same load
             for key, run in runs.items():
-                best[key] = min(best[key], timed(run))
+                best[key] = min(best[key], timed(run, time.process_time))
         cells = [name, f"{best['forward'] * 1e3:.1f}"]
         for label, _ in packages:
             cells += [f"{best[f'recorded {label}'] * 1e3:.1f}", f"{best[f'recorded {label}'] / best['forward']:.2f}",
