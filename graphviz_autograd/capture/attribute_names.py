@@ -44,10 +44,12 @@ def unregistered_tensors(model: torch.nn.Module, registered: Optional[set[int]] 
     found: dict[str, torch.Tensor] = {}
     found_ids: set[int] = set()
     seen: set[int] = set()
+    kinds = _KINDS
     stack: list[tuple[str, Any, bool]] = [("", model, True)]  # (path, value, registered module)
     while stack:
         path, value, is_registered = stack.pop()
-        if isinstance(value, torch.Tensor):
+        kind = kinds.get(type(value)) or _kind(type(value))
+        if kind is _TENSOR:
             if id(value) not in registered and id(value) not in found_ids:
                 found[path] = value
                 found_ids.add(id(value))
@@ -56,39 +58,50 @@ def unregistered_tensors(model: torch.nn.Module, registered: Optional[set[int]] 
             continue
         seen.add(id(value))
         items: list[tuple[str, Any, bool]] = []
-        if isinstance(value, torch.nn.Module):
+        prefix = path + "." if path else ""
+        if kind is _MODULE:
             if not is_registered:  # its own parameters and buffers are unknown to the model
                 for name, tensor in (*value._parameters.items(), *value._buffers.items()):
                     if tensor is not None:
-                        items.append((_attribute(path, name), tensor, False))
+                        items.append((prefix + name, tensor, False))
             for name, child in value._modules.items():
                 if child is not None:
-                    items.append((_attribute(path, name), child, is_registered))
-            # A module holds dozens of private attributes and plain settings: skipped in one
-            # comprehension (over a thousand modules this loop was most of record's set-up).
-            plain = _PLAIN_TYPES
-            public = [(n, a) for n, a in vars(value).items() if n[0] != "_" and type(a) not in plain]
-            items.extend((_attribute(path, n), a, False) for n, a in public if _may_hold_tensors(a))
-        elif isinstance(value, Mapping):
+                    items.append((prefix + name, child, is_registered))
+            # A module holds dozens of private attributes and plain settings: each told apart by
+            # its name and then its type, looked up once per type (over a thousand modules, this
+            # loop was most of record's set-up).
+            for name, held in vars(value).items():
+                if name[0] != "_" and (kinds.get(type(held)) or _kind(type(held))) is not _NOTHING:
+                    items.append((prefix + name, held, False))
+        elif kind is _MAPPING:
             if len(value) <= MAX_CONTAINER_ITEMS:
-                items = [(f"{path}[{key!r}]", v, False) for key, v in value.items() if _may_hold_tensors(v)]
-        elif isinstance(value, (list, tuple)):
+                items = [(f"{path}[{key!r}]", v, False) for key, v in value.items()
+                         if (kinds.get(type(v)) or _kind(type(v))) is not _NOTHING]
+        elif kind is _SEQUENCE:
             if len(value) <= MAX_CONTAINER_ITEMS:
-                items = [(f"{path}[{i}]", v, False) for i, v in enumerate(value) if _may_hold_tensors(v)]
+                items = [(f"{path}[{i}]", v, False) for i, v in enumerate(value)
+                         if (kinds.get(type(v)) or _kind(type(v))) is not _NOTHING]
         stack.extend(reversed(items))
     return found
 
 
-# Attribute types that hold no tensor, told apart before the slower isinstance checks:
-# a module has dozens of such attributes (sizes, flags, names).
-_PLAIN_TYPES = frozenset((bool, int, float, str, bytes, type(None)))
+# What a value is to the search, by its type: told once per type (a model's modules hold a few
+# dozen types between them), before any isinstance check (an ABC's, such as Mapping's, is slow).
+_NOTHING, _TENSOR, _MODULE, _MAPPING, _SEQUENCE = "nothing", "tensor", "module", "mapping", "sequence"
+_KINDS: dict[type, str] = {t: _NOTHING for t in (bool, int, float, str, bytes, type(None))}
 
 
-def _may_hold_tensors(value: Any) -> bool:
-    if type(value) in _PLAIN_TYPES:
-        return False
-    return isinstance(value, (torch.Tensor, torch.nn.Module, list, tuple, dict, Mapping))
-
-
-def _attribute(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+def _kind(kind_of: type) -> str:
+    if issubclass(kind_of, torch.Tensor):
+        kind = _TENSOR
+    elif issubclass(kind_of, torch.nn.Module):
+        kind = _MODULE
+    elif issubclass(kind_of, Mapping):
+        kind = _MAPPING
+    elif issubclass(kind_of, (list, tuple)):
+        kind = _SEQUENCE
+    else:
+        kind = _NOTHING
+    if len(_KINDS) < 10_000:  # (types made on the fly, one per object, are not kept without end)
+        _KINDS[kind_of] = kind
+    return kind
