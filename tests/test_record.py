@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 import gc
 import threading
 import weakref
@@ -354,6 +355,18 @@ def test_what_a_module_forward_hook_does_counts_as_part_of_its_call():
         out = model(torch.ones(1, 3)).sum()
     assert ("TanhBackward0", "0") in op_modules(walk(out, recorder=rec))
     assert len(model[0]._forward_hooks) == 1 and not model[1]._forward_hooks
+
+
+def test_a_deep_copy_of_the_model_made_while_recording_runs_its_own_weights():
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    with record(model):
+        copied = copy.deepcopy(model)
+        with torch.no_grad():
+            copied[0].weight.zero_()
+            copied[0].bias.fill_(1.0)
+        assert copied(torch.ones(1, 3)).tolist() == [[1.0, 1.0]]
+    assert all("forward" not in vars(m) for m in (*model.modules(), *copied.modules()))
+    assert copied(torch.ones(1, 3)).tolist() == [[1.0, 1.0]]
 
 
 def test_recorders_nested_on_one_model_both_see_every_module_call():

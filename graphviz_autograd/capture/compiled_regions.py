@@ -378,16 +378,18 @@ def _module_path(stack: Any, types: dict[str, str]) -> str:
 def module_path_of(fqn: str) -> str:
     """A module path as a model names it, from Dynamo's source text of it.
 
-    A recorder's stand-in forward (see ``Recorder._watch_calls``) reaches each module through
-    the bound method it calls: ``L['forward'].__self__`` is the module it stands in for, and
-    ``.forward.__closure__[2].cell_contents.__self__`` leads from a module to itself.
+    A recorder's stand-in forward (see ``Recorder._watch_calls``) reaches each module's own
+    forward through its closure: ``.forward.__func__.__closure__[1].cell_contents.__self__``
+    leads from a module to itself, and ``L['forward'].__self__`` is the module compiled.
 
     >>> module_path_of("L['self'].h[0]._modules['attn']"), module_path_of("L['self']._orig_mod.fc"), module_path_of("L['self']")
     ('h.0.attn', 'fc', '')
-    >>> module_path_of("L['forward'].__self__.h.0.forward.__closure__[2].cell_contents.__self__.attn")
+    >>> module_path_of("L['called'].h.0.forward.__func__.__closure__[1].cell_contents.__self__.attn")
     'h.0.attn'
+    >>> module_path_of("L['forward'].__self__.lm_head")
+    'lm_head'
     """
-    text = re.sub(r"\.forward\.__closure__\[\d+\]\.cell_contents\.__self__", "", fqn)
+    text = re.sub(r"\.forward\.__func__\.__closure__\[\d+\]\.cell_contents\.__self__", "", fqn)
     text = re.sub(r"^[LG]\['[^']*'\](\.__self__)?", "", text)
     text = re.sub(r"\._modules\['([^']*)'\]", r".\1", text)
     text = re.sub(r"\['([^']*)'\]", r".\1", text)

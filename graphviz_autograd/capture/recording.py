@@ -32,6 +32,7 @@ import itertools
 import os
 import threading
 import traceback
+import types
 import weakref
 import warnings
 from collections.abc import Mapping
@@ -403,7 +404,10 @@ class Recorder:
         before = own.get("forward", _NOT_SET)
         forward = module.forward
 
-        def stand_in(*args: Any, **kwargs: Any) -> Any:
+        def stand_in(called: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if called is not module:  # a copy made while recording (copy.deepcopy) gets its own forward back
+                vars(called).pop("forward", None)
+                return called.forward(*args, **kwargs)
             # (A stand-in left behind, when recorders nested on one model end out of order, only calls on.)
             if _compiling() or threading.get_ident() != thread or self._mode is None:
                 return forward(*args, **kwargs)
@@ -417,8 +421,9 @@ class Recorder:
             return output
 
         setattr(stand_in, _STAND_IN, forward)
-        own["forward"] = stand_in
-        self._stand_ins.append((module, before, stand_in))
+        # Bound to the module, so that a deep copy of the module is bound to the copy.
+        bound = own["forward"] = types.MethodType(stand_in, module)
+        self._stand_ins.append((module, before, bound))
 
     def _unwatch_calls(self) -> None:
         """Put back each module's ``forward`` as it was (unless something else replaced the stand-in
