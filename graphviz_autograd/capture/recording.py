@@ -42,7 +42,6 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.weak import WeakIdKeyDictionary
 
 from ..errors import InputTypeError, first_line
 from ..graph.autograd_graph import (
@@ -135,9 +134,9 @@ class Recorder:
         self._forward_arguments: dict[type, tuple[str, ...]] = {}
         # Tensors without gradient a module call took as arguments or returned:
         # {(PORT_IN or PORT_OUT, call path): name}.
-        self._entered: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._entered: _ByTensor = _ByTensor()
         # Leaf tensors that require grad (parameters, inputs) a module call took or returned, alike.
-        self._leaf_ports: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._leaf_ports: _ByTensor = _ByTensor()
         self._any_entered = False  # whether _entered ever held one (asking its length is slow)
         # The model's own modules, without the calls after the first (see modules).
         # Its modules, parameters and buffers, walked once for the constructor, __enter__ and the
@@ -152,13 +151,13 @@ class Recorder:
         self._calls = ModuleCalls(self._module_types)
         self._modules: Optional[tuple[ModuleInfo, ...]] = None  # modules, once put together
         self._modules_seen = 0  # the later calls _modules was put together with
-        self._reasons: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._reasons: _ByTensor = _ByTensor()
         self._fixed_reasons: dict[int, Reason] = {}  # id -> reason, for frozen parameters and buffers
         # id -> name of the model's inputs, parameters and buffers, while recording
         self._names: dict[int, str] = {}
         self._named_inputs: list[torch.Tensor] = []
         # The model's inputs by argument name, kept after recording without keeping the tensors.
-        self._input_names: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._input_names: _ByTensor = _ByTensor()
         # Parameters the forward froze with requires_grad_(False): name -> module that did it.
         self.frozen_in_forward: dict[str, str] = {}
         # Tensors that require grad turned into Python values (.item(), .tolist(), float()):
@@ -169,7 +168,7 @@ class Recorder:
         self._frozen_names: dict[int, str] = {}
         # Leaf tensors that require grad but are none of the model's (made in forward):
         # the module whose forward first used each.
-        self._stray_leaves: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._stray_leaves: _ByTensor = _ByTensor()
         # (module, its own forward before, the stand-in put there), and hooks, while recording: see _watch_calls.
         self._hooks: list[Any] = []
         self._stand_ins: list[tuple[torch.nn.Module, Any, Callable]] = []
@@ -933,6 +932,54 @@ class _RecordingMode(TorchFunctionMode):
         if values is not None:
             values.after(func, args, kwargs, _tensors_in((result,)), inputs_birth, module)
         return result
+
+
+class _ByTensor:
+    """A dictionary keyed by tensors, by identity, that keeps none of them alive.
+
+    What ``torch.utils.weak.WeakIdKeyDictionary`` does, for the lookups the recorder makes
+    on every call of a forward pass: that one builds a Python key object for each lookup
+    (a twentieth of a recorded GPT-2 forward). Here a tensor's ``id`` is the key, and a weak
+    reference kept beside the value tells whether that id is still the same tensor's.
+
+    >>> notes, t = _ByTensor(), torch.ones(1)
+    >>> notes[t] = "a"; notes.setdefault(t, "b"), t in notes, notes.get(torch.ones(1), "none")
+    ('a', True, 'none')
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def get(self, tensor: torch.Tensor, default: Any = None) -> Any:
+        entry = self._entries.get(id(tensor))
+        return entry[1] if entry is not None and entry[0]() is tensor else default
+
+    def __contains__(self, tensor: torch.Tensor) -> bool:
+        entry = self._entries.get(id(tensor))
+        return entry is not None and entry[0]() is tensor
+
+    def __getitem__(self, tensor: torch.Tensor) -> Any:
+        entry = self._entries.get(id(tensor))
+        if entry is None or entry[0]() is not tensor:
+            raise KeyError(tensor)
+        return entry[1]
+
+    def __setitem__(self, tensor: torch.Tensor, value: Any) -> None:
+        self._entries[id(tensor)] = (weakref.ref(tensor), value)
+
+    def setdefault(self, tensor: torch.Tensor, value: Any) -> Any:
+        entry = self._entries.get(id(tensor))
+        if entry is not None and entry[0]() is tensor:
+            return entry[1]
+        self._entries[id(tensor)] = (weakref.ref(tensor), value)
+        return value
+
+    def items(self) -> list[tuple[torch.Tensor, Any]]:
+        """The (tensor, value) pairs of the tensors still alive."""
+        alive = [(ref(), value) for ref, value in self._entries.values()]
+        return [(tensor, value) for tensor, value in alive if tensor is not None]
 
 
 # The signature of each module class's forward, kept across recordings: reading one
