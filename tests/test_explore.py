@@ -454,6 +454,6 @@ def test_a_leaf_that_enters_a_module_call_is_named_by_the_argument_it_is():
     data = explore(out, recorder=recorder).data
     # The input, a tensor made in forward and a parameter of the model, each by its argument's name.
     assert sorted(ports_of(data, "left")) == [("in", "features"), ("in", "gate"), ("in", "scale"), ("out", "output")]
-    # The input given as two arguments is one port, named by the first.
-    assert sorted(ports_of(data, "right")) == [("in", "features"), ("in", "scale"), ("out", "output")]
+    # The input given as two arguments is one port, named by both.
+    assert sorted(ports_of(data, "right")) == [("in", "features = gate"), ("in", "scale"), ("out", "output")]
     assert ("in", "input") in ports_of(data, "left.fc")  # x, two levels down, by the Linear's argument

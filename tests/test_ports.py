@@ -119,3 +119,29 @@ def test_an_argument_name_reaches_the_edge_of_a_hand_written_model():
     source = make_dot(out, recorder=recorder, depth=0).source
     labels = sorted(re.findall(rf'-> {box_id(source, "scaled")} \[.*xlabel="(\w+)"', source))
     assert labels == ["features", "gate"]
+
+
+def test_one_tensor_given_as_two_arguments_enters_by_both_names():
+    class Attention(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mix = torch.nn.Linear(3, 3)
+
+        def forward(self, query, key, value):
+            return self.mix(query * key + value)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = Attention()
+
+        def forward(self, x):
+            hidden = x.tanh()
+            return self.attn(hidden, hidden, hidden).sum()
+
+    model = Net()
+    with record(model) as recorder:
+        out = model(torch.ones(2, 3, requires_grad=True))
+    source = make_dot(out, recorder=recorder, depth=0).source
+    labels = re.findall(rf'-> {box_id(source, "attn")} \[.*xlabel="([^"]+)"', source)
+    assert labels == ["query = key = value"]

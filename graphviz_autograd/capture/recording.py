@@ -499,18 +499,18 @@ class Recorder:
                 ports = fn.metadata.get(self.ports_key)
                 if ports is None:
                     ports = fn.metadata[self.ports_key] = {}
-                ports.setdefault((direction, path), name)
+                _add_name(ports, (direction, path), name)
             elif not value.requires_grad:  # an input without gradient: on its cut
                 entered = self._entered.get(value)
                 if entered is None:
                     entered = self._entered[value] = {}
                     self._any_entered = True
-                entered.setdefault((direction, path), name)
+                _add_name(entered, (direction, path), name)
             else:  # a leaf (a parameter, an input that requires grad): on its node, by the walk
                 noted = self._leaf_ports.get(value)
                 if noted is None:
                     noted = self._leaf_ports[value] = {}
-                noted.setdefault((direction, path), name)
+                _add_name(noted, (direction, path), name)
         elif type(value) is tuple or type(value) is list:
             for i, item in enumerate(value):
                 if _is_tensor(item):
@@ -932,6 +932,27 @@ class _RecordingMode(TorchFunctionMode):
         if values is not None:
             values.after(func, args, kwargs, _tensors_in((result,)), inputs_birth, module)
         return result
+
+
+def _add_name(names: dict[tuple[str, str], str], key: tuple[str, str], name: str) -> None:
+    """Add ``name`` to the port ``key`` of ``names``: one tensor given to a call as two
+    arguments (``attention(x, x, x)``) enters it as ``query = key = value``.
+
+    >>> names = {}
+    >>> for argument in ("query", "key", "value", "key"):
+    ...     _add_name(names, ("in", "attn"), argument)
+    >>> names
+    {('in', 'attn'): 'query = key = value'}
+    """
+    known = names.get(key)
+    if known is None:
+        names[key] = name
+    elif name not in known.split(_SAME):
+        names[key] = known + _SAME + name
+
+
+# How a port of several names joins them, as a tied weight's names are joined.
+_SAME = " = "
 
 
 class _ByTensor:
