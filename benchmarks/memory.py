@@ -133,13 +133,14 @@ def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], 
 
 
 def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
-                      paths: tuple[str, ...], rounds: int,
-                      clock: Callable[[], float]) -> tuple[float, float, list[float], list[float]]:
+                      paths: tuple[str, ...], rounds: int, clock: Callable[[], float],
+                      repeats: int = 1) -> tuple[float, float, list[float], list[float]]:
     """The median step without and with ``paths`` checkpointed on ``clock``, each round's
     difference, and each round's difference of the steps' parts after the forward. The steps
     are taken in turn (plain, checkpointed, plain, ...) so that a machine whose speed drifts
     (other work's use of the caches and memory) slows both alike, and each round's difference
-    is of two neighbouring steps."""
+    is of two neighbouring steps. With ``repeats`` over 1, each side of a round is the fastest
+    of that many steps in a row: other work only ever slows a step down."""
     from graphviz_autograd.checks.memory import apply_checkpointing
 
     plain: list[tuple[float, float]] = []
@@ -147,13 +148,14 @@ def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any],
     for _ in range(rounds):
         for into, applied in ((plain, ()), (checkpointed, paths)):
             with apply_checkpointing(model, applied):
-                into.append(timed_step(model, inputs, loss, optimizer, device, clock))
+                taken = [timed_step(model, inputs, loss, optimizer, device, clock) for _ in range(repeats)]
+            into.append((min(step for step, _ in taken), min(after for _, after in taken)))
     return (statistics.median(step for step, _ in plain), statistics.median(step for step, _ in checkpointed),
             [b[0] - a[0] for a, b in zip(plain, checkpointed)], [b[1] - a[1] for a, b in zip(plain, checkpointed)])
 
 
 def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool,
-             rounds: int, targets: tuple[float, ...]) -> None:
+             rounds: int, targets: tuple[float, ...], repeats: int = 1) -> None:
     optimizer = torch.optim.AdamW(model.parameters()) if adamw else torch.optim.SGD(model.parameters(), lr=1e-3)
     # One plain step first, so that the optimizer's state exists as in the measured steps.
     plain_step_time(model, inputs, loss, optimizer, device)
@@ -173,7 +175,7 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         assert after is not None
         clock = time.process_time if plan.clock == CPU_TIME else time.perf_counter
         plain, checkpointed, differences, after_forward = paired_step_times(
-            model, inputs, loss, optimizer, device, plan.paths, rounds, clock)
+            model, inputs, loss, optimizer, device, plan.paths, rounds, clock, repeats)
         extra, extra_after_forward = statistics.median(differences), statistics.median(after_forward)
         peak_ratio = plan.predicted_peak / after.peak
         print(f"target {target:.2f} ({format_bytes(int(plan.target))}): {len(plan.modules)} checkpoints "
@@ -181,7 +183,7 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))}: "
               f"predicted/measured {peak_ratio:.3f} ({'within' if abs(peak_ratio - 1) <= 0.10 else 'MISSES'} 10%)")
         print(f"  extra step time ({plan.clock}) predicted {plan.extra_time:.3f} s, measured {extra:.3f} s "
-              f"(median of {rounds} rounds' differences; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
+              f"(median of {rounds} rounds' differences{f', each side the fastest of {repeats}' if repeats > 1 else ''}; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
               f"measured/predicted {_verdict(extra, plan.extra_time)}")
         print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
         print(f"  of it after the forward (where the checkpoint runs the forward again; its first forward does "
@@ -220,6 +222,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=3, help="steps timed each way (plain, checkpointed) per target")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="steps taken each way in a round, of which the fastest counts (default 1)")
     parser.add_argument("--targets", type=float, nargs="+", help="targets, fractions of the peak (each model's own unless given)")
     parser.add_argument("--adamw", action="store_true",
                         help="step with AdamW (its state and scratch often make the optimizer step the peak) instead of SGD")
@@ -231,10 +235,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         if name == "gpt2":
             run_case(f"GPT-2 ({args.layers} layers, {args.batch}x{args.seq_len} tokens)",
                      *gpt2_case(args.device, args.layers, args.batch, args.seq_len), args.device, args.adamw, args.rounds,
-                     tuple(args.targets or TARGETS["gpt2"]))
+                     tuple(args.targets or TARGETS["gpt2"]), args.repeats)
         else:
             run_case("ResNet-18 (8 images of 128x128)", *resnet18_case(args.device), args.device, args.adamw, args.rounds,
-                     tuple(args.targets or TARGETS["resnet18"]))
+                     tuple(args.targets or TARGETS["resnet18"]), args.repeats)
     return 0
 
 

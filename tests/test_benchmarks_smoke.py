@@ -133,3 +133,8 @@ def test_the_memory_benchmark_times_plain_and_checkpointed_steps_in_turn_each_ro
     assert "".join(calls) == "ffb" * 3
     assert len(differences) == len(after_forward) == 3 and plain > 0 and checkpointed > 0
     assert "forward" not in vars(model[0])  # the checkpoint is undone
+    # With repeats, each side of a round is that many steps in a row, of which one (the fastest) counts.
+    calls.clear()
+    *_, differences, after_forward = paired_step_times(
+        model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 2, time.process_time, repeats=2)
+    assert "".join(calls) == "fffbfb" * 2 and len(differences) == len(after_forward) == 2
