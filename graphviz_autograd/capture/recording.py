@@ -1,8 +1,8 @@
 """Record a forward pass: which module made each op, and why an input carries no gradient.
 
 The backward graph alone knows neither. ``record`` watches the forward pass with a
-``TorchFunctionMode`` and a pre/post forward hook on each module of the model, and
-notes on each new autograd node (in its ``metadata`` dict, which lives and dies
+``TorchFunctionMode`` and a stand-in for the ``forward`` of each module of the model
+(see ``Recorder._watch_calls``), and notes on each new autograd node (in its ``metadata`` dict, which lives and dies
 with the node) the innermost module that was running and the reason for each of
 its inputs that carries no gradient. :func:`~graphviz_autograd.capture.walking.walk` reads the
 notes when given the recorder; nothing else is kept, so the recorder holds no
@@ -19,9 +19,9 @@ tensor and the graph is freed as usual.
 >>> [(n.label, n.note, n.module) for n in g.nodes if n.kind == "no_grad"]
 [('input (requires_grad=False)', 'requires_grad_false', '0')]
 
-Entering and leaving restores everything, also when the forward raises: hooks are
-removed, the mode is popped, and grad mode, the model's parameters, buffers,
-``training`` flag and device are never touched.
+Entering and leaving restores everything, also when the forward raises: each module's
+``forward`` is put back, hooks are removed, the mode is popped, and grad mode, the
+model's parameters, buffers, ``training`` flag and device are never touched.
 """
 
 from __future__ import annotations
