@@ -537,7 +537,7 @@ class Recorder:
             module = self.current_module
         names = self._names
         for t in inputs:
-            if t.grad_fn is None and t.requires_grad and id(t) not in names and t not in self._stray_leaves:
+            if t.is_leaf and t.requires_grad and id(t) not in names and t not in self._stray_leaves:
                 self._stray_leaves[t] = module
         if self._frozen_names:
             for t in inputs:
@@ -552,7 +552,7 @@ class Recorder:
             if (source.requires_grad and torch.is_grad_enabled()) or self._reasons.get(source, ("",))[0] == DETACH:
                 self.escapes.append((escape, self._names.get(id(source), ""), module))
             return
-        outputs = _tensors_in((result,))
+        outputs = [result] if _is_tensor(result) else _tensors_in((result,))
         if not outputs:
             return
         if func is torch.Tensor.requires_grad_:
@@ -599,12 +599,14 @@ class Recorder:
             if made == 0:
                 return [], False
             if made == 1:
-                fn = next((fn for fn in [t.grad_fn for t in outputs] if fn is not None), None)
+                fn = outputs[0].grad_fn
+                if fn is None:
+                    fn = next((fn for fn in [t.grad_fn for t in outputs] if fn is not None), None)
                 if fn is not None and fn._sequence_nr() == numbers[0]:
                     metadata = fn.metadata
                     if key not in metadata:
                         metadata[key] = (module, ())
-                    return [fn], any(child is None for child, _ in fn.next_functions)
+                    return [fn], None in [child for child, _ in fn.next_functions]
         if before is not None:
             known = {id(fn) for fn in before if fn is not None}
         else:
