@@ -430,6 +430,32 @@ def test_histograms_count_a_sample_of_a_large_tensor_or_every_element():
         watch(model, histogram_sample=0)
 
 
+def test_histograms_come_every_tenth_step_by_default_and_the_statistics_every_logged_step():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    taken = {}
+    for every, histogram_every in ((1, None), (3, None), (1, 1), (20, None)):
+        options = {} if histogram_every is None else {"histogram_every": histogram_every}
+        with watch(model, optimizer=opt, every=every, **options) as w:
+            for _ in range(25):
+                model(torch.randn(8, 3)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+        assert all(step.values["activation_std"] for step in w.logged_steps)
+        taken[every, histogram_every] = [step.step for step in w.logged_steps
+                                         if step.histograms and all(step.histograms.values())]
+        if histogram_every is None:  # the steps between have none at all
+            assert not any(step.histograms for step in w.logged_steps if step.step not in taken[every, histogram_every])
+    # At least ten training steps apart: every step logged, then every third, then every step with
+    # histograms asked of each; a logged step ten or more steps after the last has them always.
+    assert taken == {(1, None): [0, 10, 20], (3, None): [0, 12, 24], (1, 1): list(range(25)), (20, None): [0, 20]}
+    data = w.to_dict()
+    assert data["histograms"]["param"]["0.weight"][0] is not None
+    with pytest.raises(OptionError, match="histogram_every"):
+        watch(model, histogram_every=0)
+
+
 def test_a_sample_steps_prime_to_the_last_dimension_of_any_tensor_a_flat_output_too():
     # A module's output of 3,000 numbers in one dimension: every k-th counted, k the first
     # step from ceil(3000 / 1024) = 3 up that is prime to 3,000 (7), as for a gradient.

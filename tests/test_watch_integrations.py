@@ -29,7 +29,7 @@ def test_tensorboard_gets_a_scalar_and_a_histogram_per_module_and_parameter(tmp_
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with watch(model, optimizer=opt, every=2) as w:
+    with watch(model, optimizer=opt, every=2, histogram_every=2) as w:
         for step in range(5):
             if step == 3:  # the steps kept so far are written at once, later ones as they come
                 logger = log_to_tensorboard(w, tmp_path)
