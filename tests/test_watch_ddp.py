@@ -39,7 +39,8 @@ def run_rank(rank: int, world: int, port: int, out: str) -> None:
         ddp = DistributedDataParallel(model)
         opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
         torch.manual_seed(1 + rank)  # different data on each rank
-        with watch(ddp, optimizer=opt, every=1) as reduced, watch(ddp, optimizer=opt, every=1, ranks="each", graph=False) as each:
+        with watch(ddp, optimizer=opt, every=1, histogram_every=1) as reduced, \
+                watch(ddp, optimizer=opt, every=1, histogram_every=1, ranks="each", graph=False) as each:
             for _ in range(3):
                 ddp(torch.randn(8, 4) * (1 + rank)).pow(2).mean().backward()
                 opt.step()
