@@ -22,8 +22,10 @@ the same steps are timed in turn, round after round, so that a machine's drift f
 - ``every 1 -h``: the same with ``histograms=False``;
 - ``every 1 +h``: the same with ``histogram_every=1``: histograms at every step.
 
-Each is timed over ``--steps`` steps per round; the table shows, per way, the median
-over the rounds of the time per step and its ratio to ``plain``, by the process's CPU
+Each is timed over ``--steps`` steps per round, with one watcher per way entered again
+each round (its steps count on, so that ``every=100`` logs one step in a hundred however
+short the rounds); the table shows, per way, the median over the rounds of the time per
+step, and the median over the rounds of its ratio to ``plain`` in the same round, by the process's CPU
 time (``time.process_time``) and by the wall clock. The CPU time is the one to read on
 a shared machine: on one thread (``--threads 1``, the default) it counts the work done,
 not the time spent waiting for a core another process holds. The graph a watcher records at
@@ -34,6 +36,7 @@ in the last line and left out of the rounds (``graph=False`` there).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import statistics
 import sys
@@ -129,31 +132,20 @@ def measure(name: str, steps: int, rounds: int) -> None:
     for _ in range(5):  # warm-up: allocator, the optimizer's state
         step()
 
-    ways: dict[str, Callable[[], tuple[float, float]]] = {
-        "plain": lambda: timed(step, steps),
+    # One watcher per way, entered again each round: its steps count on across rounds, so that
+    # every=100 logs one step in a hundred (and histograms come every tenth) however short a round.
+    ways: dict[str, Any] = {
+        "plain": contextlib.nullcontext(),
+        "every 100": watch(model, optimizer=opt, every=100, graph=False),
+        "every 1": watch(model, optimizer=opt, every=1, graph=False),
+        "every 1 -h": watch(model, optimizer=opt, every=1, graph=False, histograms=False),
+        "every 1 +h": watch(model, optimizer=opt, every=1, graph=False, histogram_every=1),
     }
-    for every in (100, 1):
-        def run(every: int = every) -> tuple[float, float]:
-            with watch(model, optimizer=opt, every=every, graph=False):
-                return timed(step, steps)
-
-        ways[f"every {every}"] = run
-
-    def run_without_histograms() -> tuple[float, float]:
-        with watch(model, optimizer=opt, every=1, graph=False, histograms=False):
-            return timed(step, steps)
-
-    ways["every 1 -h"] = run_without_histograms
-
-    def run_with_histograms_each_step() -> tuple[float, float]:
-        with watch(model, optimizer=opt, every=1, graph=False, histogram_every=1):
-            return timed(step, steps)
-
-    ways["every 1 +h"] = run_with_histograms_each_step
     times: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
     for _ in range(rounds):
-        for way, timing in ways.items():
-            times[way].append(timing())
+        for way, watching in ways.items():
+            with watching:
+                times[way].append(timed(step, steps))
 
     with watch(model, optimizer=opt, every=1) as w:
         start = time.perf_counter()
@@ -161,15 +153,19 @@ def measure(name: str, steps: int, rounds: int) -> None:
         first = time.perf_counter() - start
     assert w.graph() is not None
 
-    plain_cpu = statistics.median(cpu for cpu, _ in times["plain"])
-    plain_wall = statistics.median(wall for _, wall in times["plain"])
+    plain = times["plain"]
+    plain_wall = statistics.median(wall for _, wall in plain)
     print(f"\n{name}")
-    print(f"{'way':<10} {'cpu ms/step':>11} {'ratio':>6} {'wall ms/step':>12} {'ratio':>6}  cpu ms per round")
+    print(f"{'way':<10} {'cpu ms/step':>11} {'ratio':>6} {'wall ms/step':>12} {'ratio':>6}  cpu ratio per round")
     for way, values in times.items():
         cpu = statistics.median(c for c, _ in values)
         wall = statistics.median(w for _, w in values)
-        per_round = " ".join(f"{c * 1e3:.1f}" for c, _ in values)
-        print(f"{way:<10} {cpu * 1e3:11.2f} {cpu / plain_cpu:6.3f} {wall * 1e3:12.2f} {wall / plain_wall:6.3f}  {per_round}")
+        # Each round's ratio to the plain steps of the same round, then their median: a drift
+        # of the machine's speed from round to round falls on both sides of each ratio.
+        cpu_ratios = [c / p for (c, _), (p, _) in zip(values, plain)]
+        wall_ratio = statistics.median(w / p for (_, w), (_, p) in zip(values, plain))
+        per_round = " ".join(f"{r:.2f}" for r in cpu_ratios)
+        print(f"{way:<10} {cpu * 1e3:11.2f} {statistics.median(cpu_ratios):6.3f} {wall * 1e3:12.2f} {wall_ratio:6.3f}  {per_round}")
     print(f"first logged step with its graph recorded: {first * 1e3:.1f} ms wall once ({first / plain_wall:.1f} plain steps)")
 
 
