@@ -125,6 +125,32 @@ def test_the_details_follow_the_step_slider_and_the_histograms_have_axes(tmp_pat
             browser.close()
 
 
+def test_a_step_between_histograms_shows_the_latest_one_before_it(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    w = train(Net(), 25, {"every": 1})  # histograms at steps 0, 10 and 20
+    path = w.save(tmp_path / "run.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            page.box("fc1").click()
+            page.page.locator("#step").fill("13")
+            histogram = page.page.locator("#details svg.histograms").first
+            title = histogram.locator(":scope > title").text_content()
+            assert "the histogram of step 10 outlined" in title
+            # Each histogram's columns span the steps up to the next one: ten steps wide, the last to the end.
+            widths = histogram.evaluate("svg => [...svg.querySelectorAll('rect:not(.now)')].map(r => +r.getAttribute('width'))")
+            step = min(widths) / 5
+            assert sorted({round(width / step) for width in widths}) == [5, 10]
+            outline = histogram.locator("rect.now")
+            assert outline.count() == 1 and round(float(outline.get_attribute("width")) / step) == 10
+            assert page.errors == []
+        finally:
+            browser.close()
+
+
 def test_with_several_ranks_the_page_offers_a_choice_of_rank(tmp_path):
     if chromium_path() is None:
         pytest.skip("no Chromium on this machine")

@@ -743,19 +743,26 @@
 
   // A histogram over the steps: steps across, a row per bin of log10 of the magnitude
   // up (small at the bottom, each power of ten written on the axis), darker where more
-  // elements fall; the chosen step's column outlined.
+  // elements fall; the chosen step's column outlined. A step without a histogram of its
+  // own (watch takes them every tenth step) shows the latest one before it.
   function histogramOverTime(series, edges) {
     var width = 300, left = 46, bins = edges.length - 1, rowHeight = 6;
     var top = 4, bottom = top + bins * rowHeight, height = bottom + 14;
     var cell = (width - left - 4) / Math.max(series.length, 1);
     function x(i) { return left + i * cell; }
+    // Each histogram's span: from its step to the next step that has one.
+    var spans = series.map(function () { return 0; });
+    var next = series.length;
+    for (var j = series.length - 1; j >= 0; j--) {
+      if (series[j]) { spans[j] = next - j; next = j; }
+    }
     var svg = svgElement('svg', { width: width, height: height, class: 'histograms', viewBox: '0 0 ' + width + ' ' + height });
     series.forEach(function (counts, i) {
       if (!counts) return;
       var most = Math.max.apply(null, counts) || 1;
       counts.forEach(function (count, b) {
         if (!count) return;
-        var rect = svgElement('rect', { x: x(i), y: top + (bins - 1 - b) * rowHeight, width: Math.max(cell, 1), height: rowHeight });
+        var rect = svgElement('rect', { x: x(i), y: top + (bins - 1 - b) * rowHeight, width: Math.max(cell * spans[i], 1), height: rowHeight });
         rect.style.opacity = String(0.15 + 0.85 * count / most);
         svg.appendChild(rect);
       });
@@ -769,11 +776,13 @@
     });
     function centre(i) { return x(i) + cell / 2; }
     stepAxis(svg, centre, bottom, stepIndex);
-    if (series[stepIndex]) {
-      svg.appendChild(svgElement('rect', { x: x(stepIndex), y: top, width: Math.max(cell, 1), height: bins * rowHeight, class: 'now' }));
+    var shown = stepIndex;
+    while (shown >= 0 && !series[shown]) shown--;
+    if (shown >= 0) {
+      svg.appendChild(svgElement('rect', { x: x(shown), y: top, width: Math.max(cell * spans[shown], 1), height: bins * rowHeight, class: 'now' }));
     }
     svg.appendChild(svgElement('title', {}, 'magnitude from 1e' + edges[0] + ' to 1e' + edges[edges.length - 1] + ' (' + data.timeline.histogram_of +
-      ') up, steps across; step ' + STEPS[stepIndex] + ' outlined'));
+      ') up, steps across; ' + (shown >= 0 ? 'the histogram of step ' + STEPS[shown] + ' outlined' : 'no histogram yet at step ' + STEPS[stepIndex])));
     return svg;
   }
 
