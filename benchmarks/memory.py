@@ -154,6 +154,47 @@ def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any],
             [b[0] - a[0] for a, b in zip(plain, checkpointed)], [b[1] - a[1] for a, b in zip(plain, checkpointed)])
 
 
+def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
+                    paths: tuple[str, ...], steps: int, clock: Callable[[], float]) -> list[float]:
+    """Per step with ``paths`` checkpointed, the time its blocks' forward calls take inside the
+    backward pass (the recompute), timed by hooks on the blocks' children (a checkpoint calls a
+    block's own ``forward`` without its hooks; the children are called as modules): what
+    checkpointing adds, read apart from the whole step's time, which moves by more than it
+    from step to step on a shared machine. A block's own ops between its children (a residual
+    add) are left out."""
+    from graphviz_autograd.checks.memory import apply_checkpointing, run_members
+
+    synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    modules = dict(model.named_modules())
+    blocks = [child for path in paths for member in run_members(path)
+              for child in (list(modules[member].children()) or [modules[member]])]
+    started: list[float] = []
+    spent = [0.0]
+
+    def before(module: nn.Module, args: Any) -> None:
+        if torch._C._current_graph_task_id() != -1:  # called by backward: the recompute
+            synchronize()
+            started.append(clock())
+
+    def after(module: nn.Module, args: Any, output: Any) -> None:
+        if torch._C._current_graph_task_id() != -1 and started:
+            synchronize()
+            spent[0] += clock() - started.pop()
+
+    times = []
+    with apply_checkpointing(model, paths):
+        handles = [h for block in blocks for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after))]
+        try:
+            for _ in range(steps):
+                spent[0] = 0.0
+                timed_step(model, inputs, loss, optimizer, device, clock)
+                times.append(spent[0])
+        finally:
+            for handle in handles:
+                handle.remove()
+    return times
+
+
 def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool,
              rounds: int, targets: tuple[float, ...], repeats: int = 1) -> None:
     optimizer = torch.optim.AdamW(model.parameters()) if adamw else torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -190,6 +231,10 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"the same work, less the saving): {extra_after_forward:.3f} s, measured/predicted "
               f"{_verdict(extra_after_forward, plan.extra_time)}")
         print("  each round's: " + ", ".join(f"{d:+.3f}" for d in after_forward) + " s")
+        recomputed = recompute_times(model, inputs, loss, optimizer, device, plan.paths, rounds, clock)
+        print(f"  the recompute itself (the checkpointed blocks' forward calls inside the backward, timed by hooks): "
+              f"{statistics.median(recomputed):.3f} s, measured/predicted {_verdict(statistics.median(recomputed), plan.extra_time)}")
+        print("  each step's: " + ", ".join(f"{d:.3f}" for d in recomputed) + " s")
 
 
 def _verdict(measured: float, predicted: float) -> str:

@@ -138,3 +138,29 @@ def test_the_memory_benchmark_times_plain_and_checkpointed_steps_in_turn_each_ro
     *_, differences, after_forward = paired_step_times(
         model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 2, time.process_time, repeats=2)
     assert "".join(calls) == "fffbfb" * 2 and len(differences) == len(after_forward) == 2
+
+
+def test_the_memory_benchmark_times_the_recompute_of_checkpointed_blocks_alone():
+    import time
+
+    import torch
+    from torch import nn
+
+    from benchmarks.memory import recompute_times
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.tanh(self.inner(x))
+
+    model = nn.Sequential(*[Block() for _ in range(3)])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    args = (model, torch.ones(4, 8), lambda out: out.sum(), optimizer, "cpu")
+    # A run of two blocks and one block are made again in backward; nothing is without a checkpoint.
+    assert all(t > 0 for t in recompute_times(*args, ("0-1",), 2, time.perf_counter))
+    assert all(t > 0 for t in recompute_times(*args, ("2",), 2, time.perf_counter))
+    assert recompute_times(*args, (), 2, time.perf_counter) == [0.0, 0.0]
+    assert all("forward" not in vars(block) for block in model) and not model[0].inner._forward_hooks
