@@ -318,17 +318,18 @@ def histogram_counts(samples: Sequence[torch.Tensor], sizes: Sequence[int]) -> t
 def _first_bins(sizes: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """The first bin of each value's histogram, for histograms of ``sizes`` values one after
     another: kept for the last sizes and device asked, which a logged step asks again."""
+    global _first_bins_kept
     key = (sizes, device)
-    kept = _FIRST_BINS.get(0)  # one (key, tensor) pair, read and replaced whole: watchers in threads
+    kept = _first_bins_kept  # one (key, tensor) pair, read and replaced whole: watchers in threads
     if kept is not None and kept[0] == key:
         return kept[1]
     first_bins = torch.arange(len(sizes), dtype=torch.float32, device=device).mul_(HISTOGRAM_BINS)
     expanded = torch.repeat_interleave(first_bins, torch.tensor(sizes, device=device), output_size=sum(sizes))
-    _FIRST_BINS[0] = (key, expanded)
+    _first_bins_kept = (key, expanded)
     return expanded
 
 
-_FIRST_BINS: dict[int, tuple[tuple[tuple[int, ...], torch.device], torch.Tensor]] = {}
+_first_bins_kept: Optional[tuple[tuple[tuple[int, ...], torch.device], torch.Tensor]] = None
 
 
 def _sample(flat: torch.Tensor, width: int, size: Optional[int]) -> torch.Tensor:
