@@ -376,6 +376,10 @@ class Recorder:
         top = functools.partial(self._name_inputs, _forward_signature(module)) if module is self.model else None
         thread = self._thread
 
+        def active() -> bool:
+            # Not while Dynamo traces, nor in another thread, nor after the recording ended.
+            return not _compiling() and threading.get_ident() == thread and self._mode is not None
+
         def starts(args: tuple, kwargs: dict) -> None:
             if top is not None:
                 top(args, kwargs)
@@ -389,11 +393,11 @@ class Recorder:
 
         if module._forward_hooks or module._forward_pre_hooks:
             def pre_hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-                if not _compiling() and threading.get_ident() == thread and self._mode is not None:
+                if active():
                     starts(args, kwargs)
 
             def hook(module: torch.nn.Module, args: tuple, output: Any) -> None:  # (output None when forward raised)
-                if not _compiling() and threading.get_ident() == thread and self._mode is not None:
+                if active():
                     ends(output)
 
             self._hooks.append(module.register_forward_pre_hook(pre_hook, with_kwargs=True))
@@ -408,7 +412,7 @@ class Recorder:
                 vars(called).pop("forward", None)
                 return called.forward(*args, **kwargs)
             # (A stand-in left behind, when recorders nested on one model end out of order, only calls on.)
-            if _compiling() or threading.get_ident() != thread or self._mode is None:
+            if not active():
                 return forward(*args, **kwargs)
             starts(args, kwargs)
             try:
