@@ -320,13 +320,17 @@ class Watcher:
         self._model_changed = True
 
     def _trainable(self) -> list[tuple[str, torch.nn.Parameter]]:
-        """The model's parameters that require grad, by name; the model is walked again only
+        """The model's parameters that require grad, by name."""
+        self._walk_if_changed()
+        return [(name, param) for name, param in self._named_parameters if param.requires_grad]
+
+    def _walk_if_changed(self) -> None:
+        """Take the model's parameters and note modules put in since watch() started, only
         after a module or parameter was set (or always, on a torch without registration hooks)."""
         if self._model_changed or not _REGISTRATION_HOOKS:
             self._named_parameters = list(self.model.named_parameters())
             self._note_unwatched()
             self._model_changed = False
-        return [(name, param) for name, param in self._named_parameters if param.requires_grad]
 
     def _clear_step(self) -> None:
         self._measures = self._measures.anew()
@@ -582,8 +586,7 @@ class Watcher:
                 del ratios[name]
         logged = LoggedStep(self.step_count, values, counts, self._every_rank(values, counts))
         self._note_nonfinite(logged)
-        if self._model_changed or not _REGISTRATION_HOOKS:
-            self._trainable()  # notes modules put in since the step began
+        self._walk_if_changed()  # notes modules put in since the step began
         self._note_unseen(values)
         if self._logged % self._stride == 0:
             self._log.append(logged)
