@@ -151,6 +151,36 @@ def test_a_step_between_histograms_shows_the_latest_one_before_it(tmp_path):
             browser.close()
 
 
+
+class _Small(torch.nn.Module):
+    """Outputs of about -0.0005: a line whose values take nine characters at three digits."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 1e-3 - 5e-4
+
+
+def test_the_lines_values_are_written_whole_beside_their_axis(tmp_path):
+    if chromium_path() is None:
+        pytest.skip("no Chromium on this machine")
+    playwright = pytest.importorskip("playwright.sync_api")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), _Small(), torch.nn.Linear(8, 1))
+    w = train(model, 6, {"every": 1})
+    path = w.save(tmp_path / "run.html")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=chromium_path())
+        try:
+            page = Page(browser, path)
+            page.box("_Small").click()
+            line = page.page.locator("#details svg.sparkline").first
+            labels = line.locator("text.axis-label").all_text_contents()
+            assert any("e-4" in label for label in labels)  # -0.000512 as -5.12e-4
+            # No label runs past the line's left edge (a fixed margin cut off "-0.000512").
+            lefts = line.evaluate("svg => [...svg.querySelectorAll('text.axis-label')].map(t => t.getBBox().x)")
+            assert lefts and min(lefts) >= 0
+            assert page.errors == []
+        finally:
+            browser.close()
+
 def test_with_several_ranks_the_page_offers_a_choice_of_rank(tmp_path):
     if chromium_path() is None:
         pytest.skip("no Chromium on this machine")

@@ -706,10 +706,26 @@
     });
   }
 
+  // An axis label of three significant digits, in the shorter of its plain and its
+  // exponent form (-0.000279 is -2.79e-4; 12300 is 1.23e4).
+  function axisNumber(v) {
+    var plain = v.toPrecision(3), exponent = v.toExponential(2).replace('e+', 'e');
+    if (plain.indexOf('e') >= 0) plain = plain.replace('e+', 'e');
+    return exponent.length < plain.length ? exponent : plain;
+  }
+
+  // Room left of an axis for labels of these texts (9 px digits are under 6 px wide): the
+  // same for every line and histogram (their steps line up) unless a label needs more.
+  var AXIS_ROOM = 58;  // '-9.21e-4'
+  function labelRoom(texts) {
+    var longest = Math.max.apply(null, texts.map(function (t) { return t.length; }));
+    return Math.max(AXIS_ROOM, Math.ceil(longest * 6) + 10);
+  }
+
   // A line of one statistic over the steps (steps across), the chosen step marked, its
   // smallest and largest value written beside it.
   function sparkline(values, others) {
-    var width = 300, height = 64, left = 46, bottom = height - 14;
+    var width = 300, height = 64, bottom = height - 14;
     var points = values.map(numberOf);
     var lines = [points].concat((others || []).map(function (series) { return series.map(numberOf); }));
     var finite = [];
@@ -718,11 +734,13 @@
     if (!finite.length) { svg.appendChild(svgElement('text', { x: 2, y: 20 }, 'not measured')); return svg; }
     var low = Math.min.apply(null, finite), high = Math.max.apply(null, finite);
     var span = high - low || 1;
+    var highText = axisNumber(high), lowText = axisNumber(low);
+    var left = labelRoom([highText, lowText]);
     function x(i) { return points.length > 1 ? left + i * (width - left - 4) / (points.length - 1) : (left + width) / 2; }
     function y(v) { return bottom - 3 - (v - low) / span * (bottom - 8); }
     svg.appendChild(svgElement('line', { x1: left - 2, x2: left - 2, y1: 2, y2: bottom, class: 'axis' }));
-    svg.appendChild(svgElement('text', { x: left - 5, y: y(high) + 4, 'text-anchor': 'end', class: 'axis-label' }, high.toPrecision(3)));
-    if (high !== low) svg.appendChild(svgElement('text', { x: left - 5, y: y(low) + 2, 'text-anchor': 'end', class: 'axis-label' }, low.toPrecision(3)));
+    svg.appendChild(svgElement('text', { x: left - 5, y: y(high) + 4, 'text-anchor': 'end', class: 'axis-label' }, highText));
+    if (high !== low) svg.appendChild(svgElement('text', { x: left - 5, y: y(low) + 2, 'text-anchor': 'end', class: 'axis-label' }, lowText));
     stepAxis(svg, x, bottom, stepIndex);
     lines.slice().reverse().forEach(function (line, n) {  // the first (the rank chosen, or rank 0) drawn last, on top
       var path = '';
@@ -746,7 +764,7 @@
   // elements fall; the chosen step's column outlined. A step without a histogram of its
   // own (watch takes them every tenth step) shows the latest one before it.
   function histogramOverTime(series, edges) {
-    var width = 300, left = 46, bins = edges.length - 1, rowHeight = 6;
+    var width = 300, left = AXIS_ROOM, bins = edges.length - 1, rowHeight = 6;
     var top = 4, bottom = top + bins * rowHeight, height = bottom + 14;
     var cell = (width - left - 4) / Math.max(series.length, 1);
     function x(i) { return left + i * cell; }
