@@ -161,7 +161,8 @@ def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], o
     block's own ``forward`` without its hooks; the children are called as modules): what
     checkpointing adds, read apart from the whole step's time, which moves by more than it
     from step to step on a shared machine. A block's own ops between its children (a residual
-    add) are left out."""
+    add) are left out; a child's call that the checkpoint cuts short (its early stop raises once
+    the last saved tensor is made again) counts up to there."""
     from graphviz_autograd.checks.memory import apply_checkpointing, run_members
 
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -177,13 +178,16 @@ def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], o
             started.append(clock())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
+        # Called also when the call raised: a checkpoint stops its recompute (early stop) by raising
+        # from inside the call that saves its last tensor, and that call's time up to there counts.
         if torch._C._current_graph_task_id() != -1 and started:
             synchronize()
             spent[0] += clock() - started.pop()
 
     times = []
     with apply_checkpointing(model, paths):
-        handles = [h for block in blocks for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after))]
+        handles = [h for block in blocks
+                   for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after, always_call=True))]
         try:
             for _ in range(steps):
                 spent[0] = 0.0
