@@ -709,8 +709,7 @@
   // An axis label of three significant digits, in the shorter of its plain and its
   // exponent form (-0.000279 is -2.79e-4; 12300 is 1.23e4).
   function axisNumber(v) {
-    var plain = v.toPrecision(3), exponent = v.toExponential(2).replace('e+', 'e');
-    if (plain.indexOf('e') >= 0) plain = plain.replace('e+', 'e');
+    var plain = v.toPrecision(3).replace('e+', 'e'), exponent = v.toExponential(2).replace('e+', 'e');
     return exponent.length < plain.length ? exponent : plain;
   }
 
