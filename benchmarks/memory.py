@@ -18,10 +18,12 @@ model:
 - the cost of measuring memory: the memory steps' wall time over a plain step's;
 - per target: the modules and runs of blocks advised, the predicted peak and the one measured
   after applying them (within 10%?), the predicted extra step time (the forward time of what is
-  checkpointed, measured) and the measured one (within 20%?): ``--rounds`` rounds of a plain
-  step then one with the advice applied, and the median of the rounds' differences; and the
-  same for the part of the steps after the forward, where a checkpoint's extra work falls (its
-  first forward does the plain one's work, less the saving), which is steadier.
+  checkpointed, measured, and the checkpoints' own overhead, ``ModuleMemory.overhead``) and the
+  measured one (within 20%?): ``--rounds`` rounds of a plain step then one with the advice
+  applied, and the median of the rounds' differences; and the same for the part of the steps
+  after the forward, where a checkpoint's extra work falls (its first forward does the plain
+  one's work, less the saving), which is steadier; and the recompute alone, timed by hooks,
+  over the forward time it repeats.
 
 Both sides of the time comparison read one clock, the plan's (``plan.clock``): on CPU, where
 the script runs torch on one thread, the process's CPU time, which other work on a shared
@@ -209,8 +211,18 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
     assert memory is not None
     print(f"\n== {name} on {device}: peak {format_bytes(int(memory.peak))} in the {memory.peak_phase}")
     print("ours:       " + ", ".join(f"{k} {format_bytes(int(v))}" for k, v in memory.at_peak.items()))
+    for note in memory.notes:
+        print(f"note: {note}")
+    if device.startswith("cuda"):
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        timed_step(model, inputs, loss, optimizer, device, time.perf_counter)
+        print(f"a plain step's allocator peak: {format_bytes(int(torch.cuda.max_memory_allocated()))}")
     tracked = memtracker_split(model, inputs, loss, optimizer)
     print("MemTracker: " + (tracked if tracked is not None else "not in this torch"))
+    per_call, per_saved = memory.checkpoint_rates
+    print(f"a checkpoint's own cost: {per_call * 1e6:.0f} us a call, {per_saved * 1e6:.1f} us a tensor saved")
     print(f"measuring memory: {memory.measure_time / memory.plain_step_time:.2f} times a plain step "
           f"({memory.measure_time:.2f} s over {memory.plain_step_time:.3f} s)")
     for target in targets:
@@ -227,7 +239,8 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"{', '.join(plan.paths) or '-'}{'' if plan.reached else ' (out of reach)'}")
         print(f"  peak predicted {format_bytes(int(plan.predicted_peak))}, measured {format_bytes(int(after.peak))}: "
               f"predicted/measured {peak_ratio:.3f} ({'within' if abs(peak_ratio - 1) <= 0.10 else 'MISSES'} 10%)")
-        print(f"  extra step time ({plan.clock}) predicted {plan.extra_time:.3f} s, measured {extra:.3f} s "
+        print(f"  extra step time ({plan.clock}) predicted {plan.extra_time:.3f} s "
+              f"(of it the checkpoints' own {sum(m.overhead for m in plan.modules):.3f} s), measured {extra:.3f} s "
               f"(median of {rounds} rounds' differences{f', each side the fastest of {repeats}' if repeats > 1 else ''}; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
               f"measured/predicted {_verdict(extra, plan.extra_time)}")
         print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
@@ -236,8 +249,10 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"{_verdict(extra_after_forward, plan.extra_time)}")
         print("  each round's: " + ", ".join(f"{d:+.3f}" for d in after_forward) + " s")
         recomputed = recompute_times(model, inputs, loss, optimizer, device, plan.paths, rounds, clock)
+        forward = sum(m.forward_time for m in plan.modules)
         print(f"  the recompute itself (the checkpointed blocks' forward calls inside the backward, timed by hooks): "
-              f"{statistics.median(recomputed):.3f} s, measured/predicted {_verdict(statistics.median(recomputed), plan.extra_time)}")
+              f"{statistics.median(recomputed):.3f} s, over their forward time {forward:.3f} s: "
+              f"{_verdict(statistics.median(recomputed), forward)}")
         print("  each step's: " + ", ".join(f"{d:.3f}" for d in recomputed) + " s")
 
 

@@ -111,7 +111,44 @@ def test_the_advice_takes_the_cheapest_candidate_that_reaches_the_target_alone(w
     plan = profile.memory.advice(0.9)
     # blocks.0-3 would reach it too, for the forward time of four blocks.
     assert plan.paths == ("blocks.0",) and plan.reached
-    assert plan.extra_time == next(m.forward_time for m in profile.memory.modules if m.path == "blocks.0")
+    assert plan.extra_time == next(m.cost for m in profile.memory.modules if m.path == "blocks.0")
+
+
+def saves_in(model: nn.Module, path: str, x: torch.Tensor) -> int:
+    """The tensors the module at ``path`` saves for backward in a forward of ``model``, counted by hooks."""
+    module, inside, count = dict(model.named_modules())[path], [False], [0]
+
+    def pack(tensor):
+        count[0] += inside[0]
+        return tensor
+
+    handles = [module.register_forward_pre_hook(lambda *_: inside.__setitem__(0, True)),
+               module.register_forward_hook(lambda *_: inside.__setitem__(0, False))]
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        model(x)
+    for handle in handles:
+        handle.remove()
+    return count[0]
+
+
+def test_a_checkpoints_own_cost_is_measured_and_counted_per_call_and_per_tensor_it_saves(wide):
+    # An MLP block saves each Linear's input and weight and the GELU's input (the first block
+    # less, as the step's input needs no gradient): counted here by hooks of our own.
+    model, profile = wide
+    memory = profile.memory
+    per_call, per_saved = memory.checkpoint_rates
+    assert per_call > 0 and per_saved >= 0
+    x = torch.randn(512, 32)
+    saves = {f"blocks.{k}": saves_in(model, f"blocks.{k}", x) for k in range(4)}
+    assert saves["blocks.1"] >= 4
+    modules = {m.path: m for m in memory.modules}
+    # On a CPU the launching is the forward itself: the overhead is the checkpoint's own.
+    for path in ("blocks.0", "blocks.1"):
+        assert modules[path].overhead == pytest.approx(per_call + saves[path] * per_saved)
+    assert modules["blocks.0"].cost == modules["blocks.0"].forward_time + modules["blocks.0"].overhead
+    # A run of blocks is one checkpoint: one call, and the tensors of all its blocks.
+    assert modules["blocks.0-3"].overhead == pytest.approx(per_call + sum(saves.values()) * per_saved)
+    assert StepMemory.from_dict(json.loads(json.dumps(memory.to_dict()))).modules == memory.modules
 
 
 class Chained(nn.Module):
@@ -290,6 +327,77 @@ def test_gpt2_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_
     assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
 
 
+def test_what_is_alive_at_the_peak_holds_when_the_profilers_clock_is_off_from_the_systems(wide, monkeypatch):
+    # The profiler stamps its events by its own cycle counter turned into epoch time, the hooks by
+    # time.time_ns(). On a virtual machine the two can be seconds apart: the hooks' stamps are put
+    # on the profiler's clock by anchors stamped on both, else every saved tensor reads as packed
+    # after the peak (none alive at it) or unpacked before it.
+    import graphviz_autograd.checks.memory as memory_module
+
+    _, profile = wide
+    expected = profile.memory.at_peak
+    for offset in (-30_000_000_000, 30_000_000_000):
+        class Shifted:
+            def __getattr__(self, name):
+                return getattr(time, name)
+
+            @staticmethod
+            def time_ns():
+                return time.time_ns() + offset
+
+        monkeypatch.setattr(memory_module, "time", Shifted())
+        torch.manual_seed(0)
+        shifted = wide_profile(OneWideBlock()).memory
+        assert shifted.peak_phase == "backward"
+        for kind in ("activations", "gradients"):
+            assert shifted.at_peak[kind] == pytest.approx(expected[kind], rel=0.05), (offset, kind)
+        assert shifted.module_activations["blocks.0"] == pytest.approx(profile.memory.module_activations["blocks.0"], rel=0.05)
+
+
+def test_no_step_of_the_profile_keeps_an_earlier_steps_output_alive():
+    # On CUDA the memory step reads the allocator, which counts every tensor alive: an output the
+    # profile kept from an earlier step was counted in its peak (4 MiB of 88 on the model below).
+    import gc
+    import weakref
+
+    model = OneWideBlock()
+    outputs: list[weakref.ref] = []
+    alive_at_forward: list[int] = []
+
+    def before(module, args):
+        gc.collect()
+        alive_at_forward.append(sum(ref() is not None for ref in outputs))
+
+    def after(module, args, output):
+        outputs.append(weakref.ref(output))
+
+    model.register_forward_pre_hook(before)
+    model.register_forward_hook(after)
+    profile_step(model, torch.randn(64, 32), steps=2)
+    assert len(alive_at_forward) >= 6 and max(alive_at_forward) == 0, alive_at_forward
+
+
+def test_the_profile_keeps_its_copies_of_parameters_and_optimizer_state_off_their_device():
+    from graphviz_autograd.checks.profiling import _host_copy
+
+    state = {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.ones(2, dtype=torch.float16)}},
+             "param_groups": [{"lr": 0.1, "params": [0]}]}
+    copied = _host_copy(state)
+    assert copied["state"][0]["exp_avg"].dtype == torch.float16 and copied["param_groups"] == state["param_groups"]
+    assert copied["state"][0]["exp_avg"].data_ptr() != state["state"][0]["exp_avg"].data_ptr()
+    assert all(t.device.type == "cpu" for t in copied["state"][0].values())
+
+
+def test_clock_anchors_interpolate_their_offset_and_keep_the_nearest_outside():
+    from graphviz_autograd.checks.memory import _ClockAnchors
+
+    anchors = _ClockAnchors()
+    anchors.ours = [100, 200, 300]
+    mapped = anchors.mapping({0: 1100, 1: 1200, 2: 1500})  # offsets 1000, 1000, 1200
+    assert [mapped(t) for t in (50, 150, 250, 300, 400)] == [1050, 1150, 1350, 1500, 1600]
+    assert anchors.mapping({})(123) == 123
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_the_peak_is_the_allocators():
     model = OneWideBlock().cuda()
@@ -297,6 +405,20 @@ def test_on_cuda_the_peak_is_the_allocators():
     memory = profile_step(model, x, steps=1).memory
     assert memory.device.startswith("cuda") and "allocator" in memory.source
     assert memory.peak >= max(b for _, b, _ in memory.timeline) * 0.95
+    # The same step by hand, from no gradients: its allocator's peak is the one measured, and
+    # what is alive at it is read at it (the wide block's saved tensors, in the backward).
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    out = model(x)
+    out.backward(torch.ones_like(out))
+    del out
+    torch.cuda.synchronize()
+    assert memory.peak == pytest.approx(torch.cuda.max_memory_allocated(), rel=0.05)
+    assert memory.peak_phase == "backward" and memory.notes == ()
+    assert memory.at_peak["activations"] > 0 and memory.module_activations["blocks.0"] > 0
+    # On CUDA a checkpoint adds at least the forward it runs again.
+    assert memory.modules and all(m.cost >= m.forward_time for m in memory.modules)
 
 
 def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_its_json():

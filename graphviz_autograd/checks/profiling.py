@@ -557,6 +557,8 @@ class StepRunner:
         self.optimizer = optimizer
         self.inputs = inputs
         self.device = torch.device("cpu")
+        # The gradients there were before, while :meth:`state_kept` holds them to give back.
+        self.held: list[tuple[torch.Tensor, Optional[torch.Tensor]]] = []
         # Every tensor whose .grad a step sets: the model's parameters, the optimizer's,
         # and inputs that require grad; each once.
         leaves: dict[int, torch.Tensor] = {}
@@ -574,9 +576,14 @@ class StepRunner:
         kept = {id(t): t for t in self.leaves}
         if self.model is not None:
             kept.update((id(b), b) for b in self.model.buffers())
-        tensors = [(tensor, tensor.detach().clone()) for tensor in kept.values()]
+        # The copies are kept in the host's memory: on a GPU they would take as much again as the
+        # parameters and the optimizer's state, and count in the peak the memory step measures.
+        tensors = [(tensor, _host_copy(tensor)) for tensor in kept.values()]
         grads = [(leaf, leaf.grad) for leaf in self.leaves]
-        optimizer_state = copy.deepcopy(self.optimizer.state_dict()) if self.optimizer is not None else None
+        # The gradients there were stay where they are (the leaves get them back as they were),
+        # and are alive through the steps: the memory step leaves them out of its bytes.
+        self.held = grads
+        optimizer_state = _host_copy(self.optimizer.state_dict()) if self.optimizer is not None else None
         cuda_devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         try:
             with torch.random.fork_rng(devices=cuda_devices):
@@ -587,8 +594,18 @@ class StepRunner:
                     tensor.copy_(saved)
             for leaf, grad in grads:
                 leaf.grad = grad
+            self.held = []
             if self.optimizer is not None:
                 self.optimizer.load_state_dict(optimizer_state)
+
+    def held_bytes(self, device: torch.device) -> float:
+        """The bytes on ``device`` of the gradients :meth:`state_kept` holds to give back."""
+        storages = {}
+        for _, grad in self.held:
+            if grad is not None and grad.device == device:
+                storage = grad.untyped_storage()
+                storages[storage.data_ptr()] = storage.nbytes()
+        return float(sum(storages.values()))
 
     def clear_grads(self) -> None:
         """Every ``.grad`` a step sets to None, as ``optimizer.zero_grad()`` leaves them: the
@@ -667,7 +684,8 @@ class StepRunner:
         for number in range(steps):
             plain_times.append(self.step(f"step {number + 1}")[1])
             with _started(_profiler(self.device)) as profiler:
-                marks, wall, _ = self.step(f"measured step {number + 1}", marked=True)
+                # Its output is not kept: on CUDA it would be alive through the memory step.
+                marks, wall = self.step(f"measured step {number + 1}", marked=True)[:2]
             profiled_times.append(wall)
             if marks.nodes != reference.nodes:
                 notes.append(
@@ -704,6 +722,19 @@ class StepRunner:
 # One leaf that requires grad, whose view makes a node: its sequence number tells
 # where a step's numbers start (autograd counts per thread, and only makes a node number go up).
 _MARKER: Optional[torch.Tensor] = None
+
+
+def _host_copy(value: Any) -> Any:
+    """A deep copy of ``value`` with every tensor in it copied to the host's memory (a CPU
+    tensor cloned): ``tensor.copy_(copy)`` and ``optimizer.load_state_dict(copy)`` put it back
+    on its device."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: _host_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_host_copy(item) for item in value)
+    return copy.deepcopy(value)
 
 
 def _next_sequence_nr() -> int:
