@@ -18,12 +18,17 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from graphviz_autograd import explore, make_dot, record, walk
 from graphviz_autograd.capture.compiled_regions import (
-    GRAPH_BREAK, RECOMPUTED_ATTR, region_name, regions_text,
+    GRAPH_BREAK, RECOMPUTED_ATTR, _missing_capability, region_name, regions_text,
 )
 from graphviz_autograd.graph.autograd_graph import OP, SAVED, SAVED_BY, SAVED_TENSOR_OF, dtype_itemsize
 from graphviz_autograd.views.compiled_saving import compare_saved
 
 from .compiled_models import breaking, gpt2, loss_of, resnet
+
+# Opening a region watches a step of AOTAutograd that older torch (2.11) does not have: there the
+# region stays one node with a note, which tests/test_record_compile.py checks.
+_MISSING = _missing_capability()
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=_MISSING or "-")
 
 
 class Compiled:

@@ -35,6 +35,10 @@ def compiled_ops(recording: bool):
 
 
 def test_recording_does_not_split_or_change_the_compiled_graph():
+    from graphviz_autograd.capture.compiled_regions import _missing_capability
+
+    if _missing_capability():
+        pytest.skip(_missing_capability())
     try:
         plain, plain_breaks, plain_notes, plain_value = compiled_ops(False)
     except Exception as error:  # no working torch.compile here

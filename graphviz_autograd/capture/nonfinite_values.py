@@ -361,7 +361,8 @@ def _computing_node(fn: Any, inputs: Sequence[Any]) -> Any:
     >>> _computing_node((x @ w).grad_fn, [x, w]).name()
     'MmBackward0'
     """
-    known = {id(t.grad_fn) for t in inputs if isinstance(t, torch.Tensor) and t.grad_fn is not None}
+    held = [t.grad_fn for t in inputs if isinstance(t, torch.Tensor)]  # (an id is unique only while its object lives)
+    known = {id(node) for node in held if node is not None}
     while fn is not None and fn.name() in _RESHAPING_NODES:
         children = [child for child, _ in fn.next_functions if child is not None]
         if len(children) != 1 or id(children[0]) in known or not children[0].next_functions:
@@ -446,13 +447,13 @@ class BackwardValues:
         self.carriers: list[int] = []  # sequence numbers, in the order backward ran them
         self.produced = 0
         self._handles: list[Any] = []
-        seen: set[int] = set()
+        seen: dict[int, Any] = {}  # id -> the node's wrapper, held: an id is only unique while its object lives
         stack = [fn for fn in roots if fn is not None]
         while stack:
             fn = stack.pop()
             if id(fn) in seen:
                 continue
-            seen.add(id(fn))
+            seen[id(fn)] = fn
             try:
                 self._handles.append(fn.register_hook(self._hook(fn)))
             except (RuntimeError, AttributeError):  # a node that takes no hooks

@@ -611,10 +611,10 @@ class Recorder:
                     if key not in metadata:
                         metadata[key] = (module, ())
                     return [fn], None in [child for child, _ in fn.next_functions]
-        if before is not None:
-            known = {id(fn) for fn in before if fn is not None}
-        else:
-            known = {id(fn) for fn in [t.grad_fn for t in inputs] if fn is not None}
+        # The inputs' nodes are held for the walk: in torch 2.11 (not 2.13) a node's Python object dies
+        # with its last reference, and a later one (this call's) could reuse its id.
+        held = before if before is not None else [t.grad_fn for t in inputs]
+        known = {id(fn) for fn in held if fn is not None}
         stack = [fn for fn in [t.grad_fn for t in reversed(outputs)] if fn is not None]
         new_nodes = []
         cut = False

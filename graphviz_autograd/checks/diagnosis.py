@@ -424,12 +424,12 @@ def _zero_leaf_shapes(outputs: Any, known: _KnownTensors) -> set[tuple[int, ...]
     zero: set[tuple[int, ...]] = set()
     other: set[tuple[int, ...]] = set()
     stack = [t.grad_fn for _, t in named_tensors(outputs) if t.grad_fn is not None]
-    seen: set[int] = set()
+    seen: dict[int, Any] = {}  # id -> the node's wrapper, held: an id is only unique while its object lives
     while stack:
         function = stack.pop()
         if function is None or id(function) in seen:
             continue
-        seen.add(id(function))
+        seen[id(function)] = function
         variable = getattr(function, "variable", None)
         if isinstance(variable, torch.Tensor) and id(variable) not in known_ids:
             shape = tuple(variable.shape)
