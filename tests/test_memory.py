@@ -342,7 +342,7 @@ def test_what_is_alive_at_the_peak_holds_when_the_profilers_clock_is_off_from_th
                 return getattr(time, name)
 
             @staticmethod
-            def time_ns():
+            def time_ns(offset=offset):
                 return time.time_ns() + offset
 
         monkeypatch.setattr(memory_module, "time", Shifted())

@@ -1029,21 +1029,21 @@ def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callabl
             best = min(best, clock() - started)
         return best
 
+    leaf = torch.ones(64, device=device, requires_grad=True)
+
+    def step(holder: Any) -> None:
+        holder(leaf * 1.0).sum().backward()
+
+    def forward(holder: Any) -> None:
+        holder(leaf * 1.0)
+
     overheads = []
     lengths = (1, 9)
-    leaf = torch.ones(64, device=device, requires_grad=True)
     for length in lengths:
         holder = nn.Sequential(nn.Sequential(*[nn.Tanh() for _ in range(length)]))
-
-        def step() -> None:
-            holder(leaf * 1.0).sum().backward()
-
-        def forward() -> None:
-            holder(leaf * 1.0)
-
-        plain, alone = timed(step), timed(forward)
+        plain, alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
         with apply_checkpointing(holder, ["0"]):
-            checkpointed = timed(step)
+            checkpointed = timed(functools.partial(step, holder))
         overheads.append(max(checkpointed - plain - alone, 0.0))
     per_saved = max((overheads[1] - overheads[0]) / (lengths[1] - lengths[0]), 0.0)
     return max(overheads[0] - per_saved * lengths[0], 0.0), per_saved
