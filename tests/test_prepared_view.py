@@ -115,3 +115,29 @@ def test_a_coloured_picture_writes_each_value_and_a_compact_key():
     assert len(notes) == 1 and notes[0].count("BGCOLOR=") >= 2 and notes[0].count("backward time") == 1
     if shutil.which("dot"):
         subprocess.run(["dot", "-Tsvg"], input=source.encode(), check=True, capture_output=True)
+
+
+def test_a_value_beside_a_dark_box_is_written_in_black_not_in_the_boxs_white():
+    # Graphviz draws an xlabel in its node's fontcolor: a dark fill's white text beside the box
+    # was white on the page, and the largest values (the darkest boxes) could not be read.
+    import re
+    import shutil
+    import subprocess
+
+    import torch
+
+    from graphviz_autograd import to_dot, walk
+
+    x = torch.ones(2, requires_grad=True)
+    graph = walk(x.exp().sin().sum())
+    ops = [n for n in graph.nodes if n.kind == "op"]
+    times = {ops[0].id: 1e-6, ops[1].id: 1e-4, ops[2].id: 0.01}  # the largest, darkest, in white text
+    source = to_dot(graph, overlays=[Overlay("backward_time", "backward time", times, rollup="sum", unit="s")])
+    dark = next(line for line in source.splitlines() if line.strip().startswith(f"{ops[2].id} ["))
+    light = next(line for line in source.splitlines() if line.strip().startswith(f"{ops[0].id} ["))
+    assert "fontcolor=white" in dark and 'xlabel=<<font color="black">10.0 ms · 99%</font>>' in dark
+    assert "fontcolor" not in light and re.search(r'xlabel="1\.0 µs · 0%"', light)
+    if shutil.which("dot"):
+        svg = subprocess.run(["dot", "-Tsvg"], input=source.encode(), check=True, capture_output=True).stdout.decode()
+        written = re.search(r'<text[^>]*>10\.0 ms · 99%</text>', svg)
+        assert written is not None and "white" not in written.group(0)  # SVG's default fill: black

@@ -6,8 +6,9 @@ node (errors red, warnings orange) with the messages in its tooltip; a ``log``
 overlay fills each node by the power of ten of its value, on the scale of
 ``style.GRADIENT_NORM_SCALE``, zero and NaN/Inf in colours of their own, with a key of
 the steps used, and writes the value beside each filled node (its ``xlabel``: ``1.2 ms
-· 14%``, the share of all the values of an overlay that adds up), so that the picture
-reads without the key. Several overlays merge: later attributes win, tooltips are
+· 14%``, the share of all the values of an overlay that adds up; in black beside a dark
+box too, see :func:`~graphviz_autograd.drawing.dot_writer.xlabel_value`), so that the
+picture reads without the key. Several overlays merge: later attributes win, tooltips are
 joined, keys follow one another.
 
 >>> from graphviz_autograd.views.overlays import Overlay
