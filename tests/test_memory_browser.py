@@ -96,3 +96,29 @@ def test_a_page_without_memory_has_no_strip(browser, tmp_path):  # noqa: F811
     with Page(browser, path) as page:
         assert page.page.locator("#memory").is_hidden()
         assert page.errors == []
+
+
+
+def test_the_strip_holds_each_value_until_the_next_point_and_reads_the_point_in_force(browser, profiled):  # noqa: F811
+    # Bytes alive change at an allocation or a free and hold until the next: drawn as slopes
+    # between points, one large allocation looked like a ramp over a third of the forward.
+    path, memory = profiled
+    points = memory.timeline
+    with Page(browser, path) as page:
+        outline = page.page.locator("#memory-strip polygon.kind-temporaries").get_attribute("points")
+        xy = [tuple(map(float, pair.split(","))) for pair in outline.split()]
+        n = len(points)
+        assert len(xy) == 4 * n - 2
+        top = xy[:2 * n - 1]
+        # Each point's value runs flat to the next point's time, then steps.
+        assert all(top[2 * i][1] == top[2 * i + 1][1] and top[2 * i + 1][0] == top[2 * i + 2][0] for i in range(n - 1))
+        # A moment between two points reads the earlier one, the value in force then.
+        i = next(i for i in range(1, n - 1) if points[i][1] != points[i + 1][1] and points[i + 1][0] > points[i][0])
+        between = points[i][0] + 0.75 * (points[i + 1][0] - points[i][0])  # nearer the next point
+
+        def alive_at(t):
+            page.page.evaluate(f"window.explorer.chooseMoment({t})")
+            return page.page.locator("#memory-moment").text_content().split(": ", 1)[1].split(" alive")[0]
+
+        assert alive_at(between) == alive_at(points[i][0]) != alive_at(points[i + 1][0])
+        assert page.errors == []

@@ -1424,10 +1424,20 @@
     var split = points.length && points[0][3] && points[0][3].length === memory.kinds.length;
     var layers = split ? memory.kinds : ['alive'];
     var below = points.map(function () { return 0; });
+    // Steps, not slopes: the bytes alive change at an allocation or a free and hold until the
+    // next, so each point's value is drawn flat up to the next point's time.
+    var last = points.length - 1;
     layers.forEach(function (kind, k) {
       var above = points.map(function (p, i) { return below[i] + (split ? p[3][k] : p[1]); });
-      var outline = points.map(function (p, i) { return s.x(p[0]) + ',' + s.y(above[i]); });
-      for (var i = points.length - 1; i >= 0; i--) outline.push(s.x(points[i][0]) + ',' + s.y(below[i]));
+      var outline = [];
+      points.forEach(function (p, i) {
+        outline.push(s.x(p[0]) + ',' + s.y(above[i]));
+        if (i < last) outline.push(s.x(points[i + 1][0]) + ',' + s.y(above[i]));
+      });
+      for (var i = last; i >= 0; i--) {
+        if (i < last) outline.push(s.x(points[i + 1][0]) + ',' + s.y(below[i]));
+        outline.push(s.x(points[i][0]) + ',' + s.y(below[i]));
+      }
       var area = svgElement('polygon', { class: 'kind-' + kind, points: outline.join(' ') });
       area.appendChild(svgElement('title', {}, kindName(kind)));
       memoryStrip.appendChild(area);
@@ -1454,9 +1464,9 @@
     }
   }
 
-  function pointAt(t) {  // the point of the timeline nearest t
+  function pointAt(t) {  // the point of the timeline in force at t: the last at or before it
     var points = memory.points, found = points[0];
-    points.forEach(function (p) { if (Math.abs(p[0] - t) < Math.abs(found[0] - t)) found = p; });
+    points.forEach(function (p) { if (p[0] <= t) found = p; });
     return found;
   }
 
