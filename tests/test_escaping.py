@@ -121,6 +121,21 @@ def _function_named(name: str) -> type:
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
+def test_ctx_attributes_named_as_the_packages_own_attrs_are_shown_as_any_other():
+    # Found by the property below: a ctx attribute named "port" was taken for the port names a
+    # recorder notes on an op, and left out of the drawing; one named "constant" would have been
+    # drawn as a number operand of the op.
+    from graphviz_autograd.graph.autograd_graph import op_constants
+
+    x = torch.ones(2, requires_grad=True)
+    extra = {"port": "p", "constant": "c", "also": "a"}
+    graph = walk(_function_named("Fn").apply(x, extra), collect_saved=True)
+    node = next(n for n in graph.nodes if n.kind == OP)
+    assert node.attrs == tuple(sorted(extra.items())) and op_constants(node) == []
+    source = make_dot(graph, show_attrs=True).source
+    assert all(re.search(rf"\\l{key} *: {value}\\l", source) for key, value in extra.items()), source
+
+
 @SETTINGS
 @given(ops=st.lists(st.tuples(class_name, ctx_key, ctx_value), min_size=1, max_size=8))
 def test_op_names_and_custom_function_attributes_are_shown_exactly(graphviz_svg, ops):

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from graphviz_autograd import InputTypeError, make_dot, record, walk
-from graphviz_autograd.graph.autograd_graph import NO_GRAD, OP
+from graphviz_autograd.graph.autograd_graph import CONSTANT_ATTR, NO_GRAD, OP
 
 from graphviz_autograd.cli.model_file import load_model_file
 
@@ -657,7 +657,7 @@ def test_a_llama_layers_rmsnorm_shows_eps_in_its_op():
     graph = walk(out, model, recorder=rec)
     norms = {n.module: n for n in graph.nodes if n.label == "AddBackward0" and n.module.endswith("layernorm")}
     assert set(norms) == {"model.layers.0.input_layernorm", "model.layers.0.post_attention_layernorm"}
-    assert all(n.attrs == (("constant", "variance_epsilon=1e-05"),) for n in norms.values())
+    assert all(n.attrs == ((CONSTANT_ATTR, "variance_epsilon=1e-05"),) for n in norms.values())
     # No input without gradient is left in a norm: eps was its only one.
     cut_into = {e.target for e in graph.edges if e.kind == "no_grad"}
     assert not [n for n in norms.values() if n.id in cut_into]

@@ -12,7 +12,7 @@ from torch import nn
 
 from graphviz_autograd import InputTypeError, NoGraphError, to_dot, walk
 from graphviz_autograd.capture import deep_graphs
-from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, AutogradGraph, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, op_constants
+from graphviz_autograd.graph.autograd_graph import ACCUMULATE_GRAD, ALSO_NAMED, AutogradGraph, CUT, LEAF, NO_GRAD, OP, OUTPUT, PARAMETER, SAVED, SAVED_BY, op_constants
 
 from .graph_cases import CASES
 
@@ -408,7 +408,7 @@ def test_a_tied_weight_shows_every_name_it_goes_by():
     out = model(torch.tensor([[1, 2]])).sum()
     graph = walk(out, model)
     (tied,) = [n for n in graph.nodes if n.kind == PARAMETER]
-    assert tied.label == "wte.weight" and tied.attrs == (("also", "lm_head.weight"),)
+    assert tied.label == "wte.weight" and tied.attrs == ((ALSO_NAMED, "lm_head.weight"),)
     source = to_dot(graph)
     assert "wte.weight\\n= lm_head.weight\\n(5, 3)" in source and "also named lm_head.weight" in source
     # Named by a dict of named_parameters(), which drops the second name, it has one name only.

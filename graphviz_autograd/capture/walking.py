@@ -9,7 +9,7 @@ an :class:`~graphviz_autograd.graph.autograd_graph.AutogradGraph` that holds no 
 >>> w = torch.ones(2, requires_grad=True)
 >>> g = walk((w * 3).sum(), params={"w": w})
 >>> [(n.kind, n.label, n.attrs) for n in g.nodes]  # doctest: +NORMALIZE_WHITESPACE
-[('output', '', ()), ('op', 'SumBackward0', ()), ('op', 'MulBackward0', (('constant', '3'),)),
+[('output', '', ()), ('op', 'SumBackward0', ()), ('op', 'MulBackward0', (('_constant', '3'),)),
  ('accumulate_grad', 'AccumulateGrad', ()), ('parameter', 'w', ())]
 
 A number an op takes (``w * 3``) is part of its op, not an input of its own; see

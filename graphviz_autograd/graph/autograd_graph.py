@@ -41,18 +41,22 @@ BUFFER = "buffer"  # a registered buffer
 REQUIRES_GRAD_FALSE = "requires_grad_false"  # data: an input or constant without requires_grad
 INTEGER = "integer"  # an integer or bool tensor
 INTEGER_RESULT = "integer_result"  # an integer or bool tensor computed from one with gradient (x > 0, argmax(), .long())
+# The attrs below are the package's own, beside a custom Function's ctx attributes, which the
+# walk reads without those whose names start with "_": their keys start with "_", so that no
+# ctx attribute (``ctx.port = ...``) is taken for one of them and hidden from the drawing.
+#
 # A number operand (a Python scalar, a 0-d constant): no input of its own but part of its op.
 # A recorder notes it as a reason; the walk writes it into the op's attrs under CONSTANT_ATTR
-# (``('constant', 'variance_epsilon=1e-06')``) and draws no no-grad node for it.
+# (``('_constant', 'variance_epsilon=1e-06')``) and draws no no-grad node for it.
 CONSTANT = "constant"
-CONSTANT_ATTR = "constant"
+CONSTANT_ATTR = "_constant"
 # A parameter under several names (tied weights) holds each name after its label in its attrs:
-# ``('also', 'lm_head.weight')``.
-ALSO_NAMED = "also"
+# ``('_also', 'lm_head.weight')``.
+ALSO_NAMED = "_also"
 # An op node whose tensor a recorded module call took or returned holds, per such call,
-# ``('port', 'in\n<call path>\n<argument name>')`` (or ``out`` and the output's name) in its
+# ``('_port', 'in\n<call path>\n<argument name>')`` (or ``out`` and the output's name) in its
 # attrs: what the explorer names that level's port by. No saved value: show_attrs leaves it out.
-PORT_ATTR = "port"
+PORT_ATTR = "_port"
 PORT_IN = "in"
 PORT_OUT = "out"
 
@@ -201,7 +205,7 @@ def port_attrs(names: Mapping[tuple[str, str], str]) -> tuple[tuple[str, str], .
     in order: what :func:`port_names` reads back.
 
     >>> port_attrs({("in", "layers.0"): "hidden_states"})
-    (('port', 'in\\nlayers.0\\nhidden_states'),)
+    (('_port', 'in\\nlayers.0\\nhidden_states'),)
     """
     return tuple((PORT_ATTR, f"{way}\n{path}\n{name}") for (way, path), name in sorted(names.items()))
 
