@@ -856,13 +856,13 @@ def measure_memory(
     at_peak = {PARAMETERS: parameter_bytes, GRADIENTS: gradients, OPTIMIZER_STATE: state_bytes,
                ACTIVATIONS: activations, TEMPORARIES: temporaries}
 
-    node_saves: dict[str, int] = {}
+    node_saves: dict[str, float] = {}
     for number, count in hooks.saves.items():
         node_id = node_of(number - base) if number is not None else None
         if node_id is not None:
             node_saves[node_id] = node_saves.get(node_id, 0) + count
     modules = _candidates(graph, model, alive_storages, lifetimes, module_inputs, module_outputs, forward_times,
-                          node_saves, rates, launch_times or forward_times)
+                          node_saves, rates, launch_times)
     timeline = _thinned(points, begin, phase_at)
     saved_by_node: dict[str, list[tuple[float, float, float]]] = {}
     for saver, nbytes, packed_s, read_s, _ in lifetimes.values():
@@ -939,9 +939,9 @@ def _thinned(points: list[tuple[int, float]], begin: int, phase_at: Callable[[in
 def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Optional[str], float]],
                 lifetimes: Mapping[int, tuple[Optional[str], float, float, float, Optional[float]]],
                 inputs: Mapping[str, set[int]], outputs: Mapping[str, set[int]],
-                forward_times: Mapping[str, float], node_saves: Mapping[str, int] = {},
+                forward_times: Mapping[str, float], node_saves: Mapping[str, float] = {},
                 rates: tuple[float, float] = (0.0, 0.0),
-                launch_times: Optional[Mapping[str, float]] = None) -> tuple[ModuleMemory, ...]:
+                launch_times: Mapping[str, float] = {}) -> tuple[ModuleMemory, ...]:
     """Each module (not the model) and each run of two or more consecutive blocks of a list of
     alike blocks (``transformer.h.0-5``) whose nodes saved bytes alive at the peak, most first.
     The storages a checkpoint keeps are left out: a module's inputs and outputs; a run's inputs
@@ -949,9 +949,8 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     and its last block's outputs. A run's forward time is its blocks' (each measured). Its
     overhead is that of one checkpoint (``rates``: per call, per tensor saved) saving what its
     blocks' nodes save (``node_saves``), with the CPU's time to launch the forward again
-    (``launch_times``, on CUDA; else the forward time), less the forward time: on CUDA the
-    CPU's work and the GPU's overlap, and the recompute costs the longer of the two."""
-    launched = launch_times if launch_times is not None else forward_times
+    (``launch_times``, on CUDA; a module without one, its forward time), less the forward time:
+    on CUDA the CPU's work and the GPU's overlap, and the recompute costs the longer of the two."""
     if model is None:
         return ()
     types = {path: type(m).__name__ for path, m in model.named_modules()}
@@ -962,12 +961,7 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
         while path:
             inside.setdefault(path, []).append(key)
             path = path.rpartition(".")[0]
-    saves: dict[str, int] = {}  # module path -> the tensors its nodes saved, counted each time
-    for node_id, count in node_saves.items():
-        path = module_of.get(node_id, "")
-        while path:
-            saves[path] = saves.get(path, 0) + count
-            path = path.rpartition(".")[0]
+    saves = _by_module(graph, node_saves)  # module path -> the tensors its nodes saved, counted each time
     # (path, class name, the modules it runs, the storages its checkpoint keeps)
     wanted: list[tuple[str, str, list[str], set[int]]] = [
         (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()))
@@ -997,7 +991,7 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
             if first_read is not None:
                 window = [min(window[0], first_read), max(window[1], read)]
         forward = sum(forward_times[m] for m in members)
-        on_cpu = sum(launched.get(m, forward_times[m]) for m in members) + rates[0] + rates[1] * sum(saves.get(m, 0) for m in members)
+        on_cpu = sum(launch_times.get(m, forward_times[m]) for m in members) + rates[0] + rates[1] * sum(saves.get(m, 0) for m in members)
         rows.append(ModuleMemory(path, type_name, saved, forward, tuple(sorted(intervals)),
                                  (window[0], window[1]) if window[0] <= window[1] else (0.0, 0.0), max(on_cpu - forward, 0.0)))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
