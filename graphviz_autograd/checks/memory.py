@@ -613,12 +613,20 @@ class _ClockAnchors:
     def __init__(self) -> None:
         self.ours: list[int] = []
 
-    def mark(self, *_: Any) -> None:
+    def stamp(self) -> int:
+        """Stamp now on both clocks; returns our stamp."""
         import torch
 
-        self.ours.append(time.time_ns())
+        now = time.time_ns()
+        self.ours.append(now)
         with torch.profiler.record_function(f"{self.NAME}{len(self.ours) - 1}"):
             pass
+        return now
+
+    def mark(self, *_: Any) -> None:
+        """:meth:`stamp` as a module's or optimizer's hook, which must return None (a value would
+        stand in for the call's arguments or output)."""
+        self.stamp()
 
     def mapping(self, theirs: Mapping[int, int]) -> Callable[[float], float]:
         """Our clock to the profiler's, given the profiler's start of each anchor by number:
@@ -743,8 +751,7 @@ def measure_memory(
 
     def grad_made(tensor: Any) -> None:
         if tensor.grad is not None:
-            grads.append((time.time_ns(), float(tensor.grad.untyped_storage().nbytes())))
-            anchors.mark()
+            grads.append((anchors.stamp(), float(tensor.grad.untyped_storage().nbytes())))
 
     handles = [leaf.register_post_accumulate_grad_hook(grad_made) for leaf in runner.leaves if leaf.requires_grad]
     if model is not None:
