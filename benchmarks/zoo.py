@@ -28,9 +28,15 @@ With ``--recorder`` it prints the recorder's cost instead, per model (Python onl
 Graphviz): ``forward`` (a plain forward pass), ``recorded`` (the same under ``record``)
 and their ratio; ``ours`` (``record`` around the forward pass, the loss and ``make_dot``
 of the default picture, its DOT source) against ``tv`` (a plain forward pass, the loss
-and ``torchviz.make_dot(loss, params).source``), and their ratio, each the best of
+and ``torchviz.make_dot(loss, params).source``), and their ratio; ``floor`` (a forward
+pass under a ``TorchFunctionMode`` that only calls on, with a stand-in ``forward`` that only
+calls on set on every module and taken off after, as ``record`` sets its own: what watching
+each op and each module call costs before anything is noted) and its ratio to a plain
+forward; each the best of
 ``--repeat`` runs by the process's CPU time (all of it is Python on one thread: CPU time
-counts the work, not the waits for a core another process holds). With ``--before DIR``
+counts the work, not the waits for a core another process holds), or with ``--mean`` their
+mean: the best leaves out the runs in which Python's garbage collector went over every object
+of the process, which a user waits for on average. With ``--before DIR``
 too, the ``recorded`` and ``ours`` columns of that checkout come first, timed in turn
 in the same process.
 
@@ -51,6 +57,7 @@ import io
 import pstats
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -60,6 +67,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from graphviz_autograd import check, explore, make_dot, record, walk
 from graphviz_autograd.views.page_fit import fit_to_page
@@ -191,6 +199,31 @@ def python_part(package: Any, model: torch.nn.Module, inputs: dict) -> str:
         return package.make_dot(loss_of(outputs), recorder=rec).source
 
 
+class _CallOn(TorchFunctionMode):
+    """A mode that only calls each function on: the least any recorder of ops costs."""
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+def floor(model: torch.nn.Module, inputs: dict) -> Any:
+    """A forward pass watched as ``record`` watches it, with nothing noted: an empty mode, and
+    on every module a stand-in ``forward`` that calls the module's own, set and taken off."""
+    modules = list(model.modules())
+    own = [vars(module).get("forward") for module in modules]
+    for module in modules:
+        module.forward = (lambda forward: lambda *args, **kwargs: forward(*args, **kwargs))(module.forward)
+    try:
+        with _CallOn():
+            return loss_of(forward(model, inputs))
+    finally:
+        for module, before in zip(modules, own):
+            if before is None:
+                del vars(module)["forward"]
+            else:
+                vars(module)["forward"] = before
+
+
 def checkout(root: Path) -> Any:
     """``record`` and ``make_dot`` of the checkout at ``root`` (see ``benchmarks.compare.import_checkout``)."""
     import_checkout(root)
@@ -218,9 +251,10 @@ def compare(before: Any, now: Any, names: list[str], repeat: int) -> str:
     return "\n".join(lines)
 
 
-def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]]) -> str:
+def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]], mean: bool = False) -> str:
     """The ``--recorder`` table: per model, the forward pass plain and recorded, and the
-    default picture's DOT against torchviz's, for each of ``packages`` (label, package)."""
+    default picture's DOT against torchviz's, for each of ``packages`` (label, package); each
+    the best of ``repeat`` runs, or with ``mean`` their mean."""
     import torchviz
 
     def plain(model: torch.nn.Module, inputs: dict) -> Any:
@@ -234,7 +268,7 @@ def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]
     def theirs(model: torch.nn.Module, inputs: dict) -> str:
         return torchviz.make_dot(plain(model, inputs), params=dict(model.named_parameters())).source
 
-    header = ["model", "forward ms"]
+    header = ["model", "forward ms", "floor ms", "floor/fwd"]
     for label, _ in packages:
         header += [f"recorded ms {label}", f"rec/fwd {label}", f"ours ms {label}"]
     header += ["tv ms"] + [f"ours/tv {label}" for label, _ in packages]
@@ -242,17 +276,19 @@ def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]
     for name in names:
         model, inputs = build(name)
         runs: dict[str, Callable[[], Any]] = {"forward": functools.partial(plain, model, inputs),
+                                               "floor": functools.partial(floor, model, inputs),
                                                "tv": functools.partial(theirs, model, inputs)}
         for label, package in packages:
             runs[f"recorded {label}"] = functools.partial(recorded, package, model, inputs)
             runs[f"ours {label}"] = functools.partial(python_part, package, model, inputs)
         for run in runs.values():
             run()  # the first run of each pays for lazy set-up: not timed
-        best = {key: float("inf") for key in runs}
+        times: dict[str, list[float]] = {key: [] for key in runs}
         for _ in range(repeat):  # in turn, so that every column sees the same load
             for key, run in runs.items():
-                best[key] = min(best[key], timed(run, time.process_time))
-        cells = [name, f"{best['forward'] * 1e3:.1f}"]
+                times[key].append(timed(run, time.process_time))
+        best = {key: (statistics.mean(values) if mean else min(values)) for key, values in times.items()}
+        cells = [name, f"{best['forward'] * 1e3:.1f}", f"{best['floor'] * 1e3:.1f}", f"{best['floor'] / best['forward']:.2f}"]
         for label, _ in packages:
             cells += [f"{best[f'recorded {label}'] * 1e3:.1f}", f"{best[f'recorded {label}'] / best['forward']:.2f}",
                       f"{best[f'ours {label}'] * 1e3:.1f}"]
@@ -272,6 +308,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--before", type=Path, metavar="DIR", help="time the Python part against this checkout")
     parser.add_argument("--recorder", action="store_true", help="the recorder's cost: forward plain and recorded, "
                         "our DOT against torchviz's")
+    parser.add_argument("--mean", action="store_true", help="with --recorder: each run's mean, not its best (what one "
+                        "waits on average, the garbage collector's passes included)")
     args = parser.parse_args(argv)
     if shutil.which("dot") is None:
         print("Graphviz 'dot' is needed: the time to the picture includes it.", file=sys.stderr)
@@ -284,7 +322,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.recorder:
         packages = [("before", checkout(args.before))] if args.before is not None else []
         packages.append(("now", checkout(Path(__file__).resolve().parent.parent)))
-        print(recorder_costs(names, args.repeat, packages))
+        print(recorder_costs(names, args.repeat, packages, args.mean))
         return 0
     if args.before is not None:
         before, now = checkout(args.before), checkout(Path(__file__).resolve().parent.parent)

@@ -164,3 +164,39 @@ def test_the_memory_benchmark_times_the_recompute_of_checkpointed_blocks_alone()
     assert all(t > 0 for t in recompute_times(*args, ("2",), 2, time.perf_counter))
     assert recompute_times(*args, (), 2, time.perf_counter) == [0.0, 0.0]
     assert all("forward" not in vars(block) for block in model) and not model[0].inner._forward_hooks
+
+
+def test_the_memory_benchmark_decides_within_20_percent_only_where_the_medians_interval_does():
+    from benchmarks.memory import _verdict, median_interval
+
+    steady = [1.0, 1.01, 0.99, 1.02, 0.98] * 8
+    low, high = median_interval(steady)
+    assert low <= 1.0 <= high and high - low < 0.03
+    assert median_interval(steady) == (low, high)  # seeded: one list, one interval
+    spread = [0.2, 1.8, 0.5, 1.5, 1.0] * 2
+    assert median_interval(spread)[1] - median_interval(spread)[0] > 0.4
+    assert _verdict(1.0, 1.0, steady).endswith("(within 20%)")
+    assert _verdict(2.0, 1.0, [2 * v for v in steady]).endswith("(MISSES 20%)")
+    assert "undecided" in _verdict(1.0, 1.0, spread)  # a median of 1.0 that ten noisy rounds cannot vouch for
+
+
+def test_the_zoo_benchmarks_floor_runs_the_forward_through_stand_ins_and_leaves_each_module_as_it_was():
+    import torch
+    from torch import nn
+
+    from benchmarks.zoo import floor
+    from tests.zoo import forward, loss_of
+
+    seen = []
+
+    class Probe(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            seen.append("forward" in vars(self))  # the floor's stand-in, set on the instance
+            return super().forward(x)
+
+    model = nn.Sequential(Probe(3, 3), nn.Linear(3, 2))
+    own = model[1].forward = lambda x: torch.tanh(nn.Linear.forward(model[1], x))  # set before: kept
+    inputs = {"input": torch.ones(2, 3)}
+    assert torch.equal(floor(model, inputs), loss_of(forward(model, inputs)))
+    assert seen == [True, False]
+    assert "forward" not in vars(model[0]) and vars(model[1])["forward"] is own
