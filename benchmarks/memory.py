@@ -41,7 +41,9 @@ Cases:
 - ``gpt2``: GPT-2 small (``--layers`` layers, 12 unless given; 768 wide, eager attention, no
   cache) on ``--batch`` (2) sequences of ``--seq-len`` (512) tokens, with the language-model loss.
   At 2x128 tokens its peak is the end of the backward (the embedding's gradient, the tied
-  head's), when every saved tensor has been read: no checkpoint lowers it;
+  head's), when every saved tensor has been read: no checkpoint lowers it. On a CPU, at 2x512
+  its heap outgrows a machine of 24 GiB unless ``--map-large``; ``--batch 1`` runs with
+  malloc's defaults (2.3 to 2.5 GiB) and twice the rounds in the same time;
 - ``resnet18``: the hand-written ResNet-18 of ``benchmarks.profiling`` on 8 images of 128x128.
 """
 
@@ -288,11 +290,14 @@ def median_interval(values: list[float], draws: int = 2000) -> tuple[float, floa
 
 
 def return_freed_memory() -> None:
-    """Have glibc's malloc hand large freed blocks back to the system at once: a checkpointed
-    step frees and makes again tensors of many sizes, and a heap that keeps them grew this
-    process to tens of GiB over a few steps of GPT-2 (the tensors alive were 0.3 GiB). The price:
-    each such block is mapped afresh, and its pages faulted in, which made a step of GPT-2
-    (4 layers, 2x512 tokens) take half as much CPU time again (7.0 s against 4.6 s)."""
+    """Have glibc's malloc hand large freed blocks back to the system at once (``--map-large``):
+    a checkpointed step frees and makes again tensors of many sizes, and a heap that keeps them
+    grew this process to tens of GiB over a few steps of GPT-2 at 2x512 tokens (the tensors
+    alive were 0.3 GiB; at 1x512 it stays at 2.3 to 2.5 GiB). The price: each such block is
+    mapped afresh, and its pages faulted in, which made a step of GPT-2 (4 layers, 2x512
+    tokens) take half as much CPU time again (7.0 s against 4.6 s), and a checkpointed step
+    pays those faults again for what it makes again (4 layers at 1x512, two blocks
+    checkpointed: 0.155 s more system time after the forward with the mapping, 0.065 s without)."""
     import ctypes
 
     try:
@@ -312,15 +317,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="steps timed each way (plain, checkpointed) per target")
     parser.add_argument("--repeats", type=int, default=1,
                         help="steps taken each way in a round, of which the fastest counts (default 1)")
+    parser.add_argument("--map-large", action="store_true",
+                        help="have malloc map blocks of 1 MiB and more afresh each time (see return_freed_memory): "
+                             "for GPT-2 at 2x512 tokens, whose heap otherwise outgrows the machine")
     parser.add_argument("--targets", type=float, nargs="+", help="targets, fractions of the peak (each model's own unless given)")
     parser.add_argument("--adamw", action="store_true",
                         help="step with AdamW (its state and scratch often make the optimizer step the peak) instead of SGD")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     cases = args.only or ("gpt2", "resnet18")
-    if "gpt2" in cases:
-        # Only for GPT-2, whose heap would outgrow the machine; the mapping's page faults add
-        # their own noise to every step's time, so ResNet-18 alone runs with malloc's defaults.
+    if args.map_large:
         return_freed_memory()
     print(f"torch {torch.__version__}, {args.device}")
     for name in cases:
