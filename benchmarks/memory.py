@@ -161,45 +161,67 @@ def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any],
 def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
                     paths: tuple[str, ...], steps: int, clock: Callable[[], float]) -> list[float]:
     """Per step with ``paths`` checkpointed, the time its blocks' forward calls take inside the
-    backward pass (the recompute), timed by hooks on the blocks' children (a checkpoint calls a
-    block's own ``forward`` without its hooks; the children are called as modules): what
-    checkpointing adds, read apart from the whole step's time, which moves by more than it
-    from step to step on a shared machine. A block's own ops between its children (a residual
-    add) are left out; a child's call that the checkpoint cuts short (its early stop raises once
-    the last saved tensor is made again) counts up to there."""
+    backward pass (the recompute): what checkpointing adds, read apart from the whole step's
+    time, which moves by more than it from step to step on a shared machine. A checkpoint calls
+    a block's own ``forward`` without its hooks: a block with children is timed by hooks on the
+    children, which it calls as modules (its own ops between them, a residual add, are left
+    out); a block without children (an activation, a dropout) by a stand-in ``forward`` set on
+    it before the checkpoint wraps it. A call that the checkpoint cuts short (its early stop
+    raises once the last saved tensor is made again) counts up to there."""
     from graphviz_autograd.checks.memory import apply_checkpointing, run_members
 
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     modules = dict(model.named_modules())
-    blocks = [child for path in paths for member in run_members(path)
-              for child in (list(modules[member].children()) or [modules[member]])]
+    members = [modules[member] for path in paths for member in run_members(path)]
+    parents = [child for member in members for child in member.children()]
+    leaves = [member for member in members if next(member.children(), None) is None]
     started: list[float] = []
     spent = [0.0]
 
-    def before(module: nn.Module, args: Any) -> None:
+    def before(*_: Any) -> None:
         if torch._C._current_graph_task_id() != -1:  # called by backward: the recompute
             synchronize()
             started.append(clock())
 
-    def after(module: nn.Module, args: Any, output: Any) -> None:
+    def after(*_: Any) -> None:
         # Called also when the call raised: a checkpoint stops its recompute (early stop) by raising
         # from inside the call that saves its last tensor, and that call's time up to there counts.
         if torch._C._current_graph_task_id() != -1 and started:
             synchronize()
             spent[0] += clock() - started.pop()
 
+    def timing(forward: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            before()
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                after()
+
+        return timed
+
+    own = [(leaf, vars(leaf).get("forward")) for leaf in leaves]
+    for leaf in leaves:
+        leaf.forward = timing(leaf.forward)
     times = []
-    with apply_checkpointing(model, paths):
-        handles = [h for block in blocks
-                   for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after, always_call=True))]
-        try:
-            for _ in range(steps):
-                spent[0] = 0.0
-                timed_step(model, inputs, loss, optimizer, device, clock)
-                times.append(spent[0])
-        finally:
-            for handle in handles:
-                handle.remove()
+    try:
+        with apply_checkpointing(model, paths):
+            handles = [h for block in parents
+                       for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after, always_call=True))]
+            try:
+                for _ in range(steps):
+                    spent[0] = 0.0
+                    timed_step(model, inputs, loss, optimizer, device, clock)
+                    times.append(spent[0])
+            finally:
+                for handle in handles:
+                    handle.remove()
+    finally:
+        for leaf, forward in own:
+            if forward is None:
+                del vars(leaf)["forward"]
+            else:
+                vars(leaf)["forward"] = forward
     return times
 
 
