@@ -163,65 +163,51 @@ def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], o
     """Per step with ``paths`` checkpointed, the time its blocks' forward calls take inside the
     backward pass (the recompute): what checkpointing adds, read apart from the whole step's
     time, which moves by more than it from step to step on a shared machine. A checkpoint calls
-    a block's own ``forward`` without its hooks: a block with children is timed by hooks on the
-    children, which it calls as modules (its own ops between them, a residual add, are left
-    out); a block without children (an activation, a dropout) by a stand-in ``forward`` set on
-    it before the checkpoint wraps it. A call that the checkpoint cuts short (its early stop
-    raises once the last saved tensor is made again) counts up to there."""
+    a block's ``forward`` itself, without the block's hooks: each block gets a timing stand-in
+    ``forward`` before the checkpoint wraps it, which counts the calls made by backward, its own
+    ops and its children's alike (an attention's product and softmax run between its
+    children). A call that the checkpoint cuts short (its early stop raises once the last saved
+    tensor is made again) counts up to there."""
     from graphviz_autograd.checks.memory import apply_checkpointing, run_members
 
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     modules = dict(model.named_modules())
-    members = [modules[member] for path in paths for member in run_members(path)]
-    parents = [child for member in members for child in member.children()]
-    leaves = [member for member in members if next(member.children(), None) is None]
-    started: list[float] = []
+    blocks = [modules[member] for path in paths for member in run_members(path)]
     spent = [0.0]
-
-    def before(*_: Any) -> None:
-        if torch._C._current_graph_task_id() != -1:  # called by backward: the recompute
-            synchronize()
-            started.append(clock())
-
-    def after(*_: Any) -> None:
-        # Called also when the call raised: a checkpoint stops its recompute (early stop) by raising
-        # from inside the call that saves its last tensor, and that call's time up to there counts.
-        if torch._C._current_graph_task_id() != -1 and started:
-            synchronize()
-            spent[0] += clock() - started.pop()
+    depth = [0]  # a block called inside another's recompute is counted by the outer one
 
     def timing(forward: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
-            before()
+            if torch._C._current_graph_task_id() == -1 or depth[0]:  # not the recompute, or inside one timed
+                return forward(*args, **kwargs)
+            synchronize()
+            started = clock()
+            depth[0] += 1
             try:
                 return forward(*args, **kwargs)
             finally:
-                after()
+                depth[0] -= 1
+                synchronize()
+                spent[0] += clock() - started
 
         return timed
 
-    own = [(leaf, vars(leaf).get("forward")) for leaf in leaves]
-    for leaf in leaves:
-        leaf.forward = timing(leaf.forward)
+    own = [(block, vars(block).get("forward")) for block in blocks]
+    for block in blocks:
+        block.forward = timing(block.forward)
     times = []
     try:
         with apply_checkpointing(model, paths):
-            handles = [h for block in parents
-                       for h in (block.register_forward_pre_hook(before), block.register_forward_hook(after, always_call=True))]
-            try:
-                for _ in range(steps):
-                    spent[0] = 0.0
-                    timed_step(model, inputs, loss, optimizer, device, clock)
-                    times.append(spent[0])
-            finally:
-                for handle in handles:
-                    handle.remove()
+            for _ in range(steps):
+                spent[0] = 0.0
+                timed_step(model, inputs, loss, optimizer, device, clock)
+                times.append(spent[0])
     finally:
-        for leaf, forward in own:
+        for block, forward in own:
             if forward is None:
-                del vars(leaf)["forward"]
+                del vars(block)["forward"]
             else:
-                vars(leaf)["forward"] = forward
+                vars(block)["forward"] = forward
     return times
 
 
