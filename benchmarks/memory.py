@@ -22,8 +22,10 @@ model:
   measured one (within 20%?): ``--rounds`` rounds of a plain step then one with the advice
   applied, and the median of the rounds' differences; and the same for the part of the steps
   after the forward, where a checkpoint's extra work falls (its first forward does the plain
-  one's work, less the saving), which is steadier; and the recompute alone, timed by hooks,
-  over the forward time it repeats.
+  one's work, less the saving), which is steadier; and the recompute alone, timed by a
+  stand-in ``forward`` on each checkpointed block, over the forward time it repeats. Each
+  median comes with a 95% interval (``median_interval``), and "within 20%" is said only
+  where the whole interval is.
 
 Both sides of the time comparison read one clock, the plan's (``plan.clock``): on CPU, where
 the script runs torch on one thread, the process's CPU time, which other work on a shared
@@ -260,7 +262,7 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         print("  each round's: " + ", ".join(f"{d:+.3f}" for d in after_forward) + " s")
         recomputed = recompute_times(model, inputs, loss, optimizer, device, plan.paths, rounds, clock)
         forward = sum(m.forward_time for m in plan.modules)
-        print(f"  the recompute itself (the checkpointed blocks' forward calls inside the backward, timed by hooks): "
+        print(f"  the recompute itself (the checkpointed blocks' forward calls inside the backward, timed by a stand-in forward on each): "
               f"{statistics.median(recomputed):.3f} s, over their forward time {forward:.3f} s: "
               f"{_verdict(statistics.median(recomputed), forward, recomputed)}")
         print("  each step's: " + ", ".join(f"{d:.3f}" for d in recomputed) + " s")
