@@ -357,6 +357,14 @@ def _running(pid: int) -> bool:
     return faults._running(pid)
 
 
+# A command typed at a terminal starts with SIGINT at its default, which Python makes
+# KeyboardInterrupt. Started from a shell's background job (`cmd &`, as some CI runners and
+# nohup'd scripts run the suite) it would inherit SIGINT ignored, and Ctrl-C could not reach
+# it: so it is started through a one-line Python that puts SIGINT back and execs the command
+# in its own process (a preexec_fn would run Python between fork and exec in a threaded process).
+AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+
+
 def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool) -> tuple[int, str, int]:
     """Start a command whose forward pass sleeps, send ``number`` once it runs (to its
     process group, as a terminal does, or to the command alone, as ``timeout`` and
@@ -365,7 +373,8 @@ def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool) -> tu
     path = tmp_path / "net.py"
     path.write_text(textwrap.dedent(SLOW_FORWARD.format(started=str(started))))
     process = subprocess.Popen(
-        [sys.executable, "-m", "graphviz_autograd", "render", str(path), "-q", "-o", str(tmp_path / "net.svg")],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL,
+         sys.executable, "-m", "graphviz_autograd", "render", str(path), "-q", "-o", str(tmp_path / "net.svg")],
         cwd=tmp_path,
         env=subprocess_env(),
         stdout=subprocess.PIPE,
