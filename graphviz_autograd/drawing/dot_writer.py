@@ -20,7 +20,6 @@ digraph {
 from __future__ import annotations
 
 import functools
-import html
 import re
 from itertools import chain, repeat
 from operator import itemgetter
@@ -143,14 +142,15 @@ def attr_value(value: str) -> str:
 def xlabel_value(text: str, fontcolor: str) -> str:
     """A node's ``xlabel`` (written beside it, outside its fill), as DOT reads it. Graphviz
     draws an xlabel in the node's ``fontcolor``: white text for a dark fill would be white on
-    the page, so with any colour but black it is an HTML label in black of its own.
+    the page, so with any colour but black it is an HTML label in black of its own (its text
+    escaped as a key's table escapes it, :func:`html_text`).
 
     >>> xlabel_value("1.2 ms · 25%", "black"), xlabel_value("9 MiB < 10", "white")
     ('"1.2 ms · 25%"', '<<font color="black">9 MiB &lt; 10</font>>')
     """
     if fontcolor == "black":
         return quote(text)
-    return '<<font color="black">' + html.escape(text, quote=False) + "</font>>"
+    return '<<font color="black">' + html_text(text) + "</font>>"
 
 
 def label(lines: Iterable[str], left: bool = False) -> str:
