@@ -65,6 +65,7 @@ from graphviz_autograd.checks.memory import CPU_TIME
 from graphviz_autograd.graph.descriptions import format_bytes
 
 from .profiling import ResNet18
+from .stand_ins import stand_in_forwards
 
 # Two targets per model, as fractions of its peak. ResNet-18's peak falls in the backward of its
 # first stage, while the stem's ReLU and max-pool outputs (functions called in the model's forward,
@@ -194,22 +195,12 @@ def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], o
 
         return timed
 
-    own = [(block, vars(block).get("forward")) for block in blocks]
-    for block in blocks:
-        block.forward = timing(block.forward)
     times = []
-    try:
-        with apply_checkpointing(model, paths):
-            for _ in range(steps):
-                spent[0] = 0.0
-                timed_step(model, inputs, loss, optimizer, device, clock)
-                times.append(spent[0])
-    finally:
-        for block, forward in own:
-            if forward is None:
-                del vars(block)["forward"]
-            else:
-                vars(block)["forward"] = forward
+    with stand_in_forwards(blocks, timing), apply_checkpointing(model, paths):
+        for _ in range(steps):
+            spent[0] = 0.0
+            timed_step(model, inputs, loss, optimizer, device, clock)
+            times.append(spent[0])
     return times
 
 

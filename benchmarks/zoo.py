@@ -74,6 +74,7 @@ from graphviz_autograd.views.page_fit import fit_to_page
 from tests.zoo import ZOO, build, forward, loss_of
 
 from .compare import import_checkout
+from .stand_ins import stand_in_forwards
 
 
 @dataclass
@@ -209,19 +210,9 @@ class _CallOn(TorchFunctionMode):
 def floor(model: torch.nn.Module, inputs: dict) -> Any:
     """A forward pass watched as ``record`` watches it, with nothing noted: an empty mode, and
     on every module a stand-in ``forward`` that calls the module's own, set and taken off."""
-    modules = list(model.modules())
-    own = [vars(module).get("forward") for module in modules]
-    for module in modules:
-        module.forward = (lambda forward: lambda *args, **kwargs: forward(*args, **kwargs))(module.forward)
-    try:
+    with stand_in_forwards(model.modules(), lambda forward: lambda *args, **kwargs: forward(*args, **kwargs)):
         with _CallOn():
             return loss_of(forward(model, inputs))
-    finally:
-        for module, before in zip(modules, own):
-            if before is None:
-                del vars(module)["forward"]
-            else:
-                vars(module)["forward"] = before
 
 
 def checkout(root: Path) -> Any:
@@ -287,13 +278,13 @@ def recorder_costs(names: list[str], repeat: int, packages: list[tuple[str, Any]
         for _ in range(repeat):  # in turn, so that every column sees the same load
             for key, run in runs.items():
                 times[key].append(timed(run, time.process_time))
-        best = {key: (statistics.mean(values) if mean else min(values)) for key, values in times.items()}
-        cells = [name, f"{best['forward'] * 1e3:.1f}", f"{best['floor'] * 1e3:.1f}", f"{best['floor'] / best['forward']:.2f}"]
+        measured = {key: (statistics.mean(values) if mean else min(values)) for key, values in times.items()}
+        cells = [name, f"{measured['forward'] * 1e3:.1f}", f"{measured['floor'] * 1e3:.1f}", f"{measured['floor'] / measured['forward']:.2f}"]
         for label, _ in packages:
-            cells += [f"{best[f'recorded {label}'] * 1e3:.1f}", f"{best[f'recorded {label}'] / best['forward']:.2f}",
-                      f"{best[f'ours {label}'] * 1e3:.1f}"]
-        cells.append(f"{best['tv'] * 1e3:.1f}")
-        cells += [f"{best[f'ours {label}'] / best['tv']:.2f}" for label, _ in packages]
+            cells += [f"{measured[f'recorded {label}'] * 1e3:.1f}", f"{measured[f'recorded {label}'] / measured['forward']:.2f}",
+                      f"{measured[f'ours {label}'] * 1e3:.1f}"]
+        cells.append(f"{measured['tv'] * 1e3:.1f}")
+        cells += [f"{measured[f'ours {label}'] / measured['tv']:.2f}" for label, _ in packages]
         lines.append("| " + " | ".join(cells) + " |")
         print(f"{name} done", file=sys.stderr)
     return "\n".join(lines)
