@@ -46,12 +46,18 @@ Cases:
   head's), when every saved tensor has been read: no checkpoint lowers it. On a CPU, at 2x512
   its heap outgrows a machine of 24 GiB unless ``--map-large``; ``--batch 1`` runs with
   malloc's defaults (2.3 to 2.5 GiB) and twice the rounds in the same time;
-- ``resnet18``: the hand-written ResNet-18 of ``benchmarks.profiling`` on 8 images of 128x128.
+- ``resnet18``: the hand-written ResNet-18 of ``benchmarks.profiling`` on ``--images`` (8)
+  images of ``--size`` (128) pixels square.
+
+With ``--dump FILE`` every measurement is also written as JSON (per case: the profile's memory,
+each plan, the peak measured after applying it, and each round's times), to read again without
+running the steps again.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from typing import Any, Callable, Optional
@@ -84,10 +90,11 @@ def gpt2_case(device: str, layers: int, batch: int, seq_len: int) -> tuple[nn.Mo
     return model, {"input_ids": ids, "labels": ids}, lambda out: out.loss
 
 
-def resnet18_case(device: str) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
+def resnet18_case(device: str, images: int = 8, size: int = 128) -> tuple[nn.Module, Any, Callable[[Any], Any]]:
     torch.manual_seed(0)
-    labels = torch.randint(0, 1000, (8,), device=device)
-    return ResNet18().to(device), torch.randn(8, 3, 128, 128, device=device), lambda out: F.cross_entropy(out, labels)
+    labels = torch.randint(0, 1000, (images,), device=device)
+    return (ResNet18().to(device), torch.randn(images, 3, size, size, device=device),
+            lambda out: F.cross_entropy(out, labels))
 
 
 def call(model: nn.Module, inputs: Any) -> Any:
@@ -205,13 +212,16 @@ def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], o
 
 
 def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any], device: str, adamw: bool,
-             rounds: int, targets: tuple[float, ...], repeats: int = 1) -> None:
+             rounds: int, targets: tuple[float, ...], repeats: int = 1) -> dict[str, Any]:
+    """Measure and print one case; return what was measured (for ``--dump``)."""
     optimizer = torch.optim.AdamW(model.parameters()) if adamw else torch.optim.SGD(model.parameters(), lr=1e-3)
     # One plain step first, so that the optimizer's state exists as in the measured steps.
     plain_step_time(model, inputs, loss, optimizer, device)
     profile = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1)
     memory = profile.memory
     assert memory is not None
+    record: dict[str, Any] = {"case": name, "device": device, "torch": torch.__version__, "memory": memory.to_dict(),
+                              "plans": []}
     print(f"\n== {name} on {device}: peak {format_bytes(int(memory.peak))} in the {memory.peak_phase}")
     print("ours:       " + ", ".join(f"{k} {format_bytes(int(v))}" for k, v in memory.at_peak.items()))
     for note in memory.notes:
@@ -257,6 +267,11 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"{statistics.median(recomputed):.3f} s, over their forward time {forward:.3f} s: "
               f"{_verdict(statistics.median(recomputed), forward, recomputed)}")
         print("  each step's: " + ", ".join(f"{d:.3f}" for d in recomputed) + " s")
+        record["plans"].append({"target": target, "plan": plan.to_dict(), "measured_peak": after.peak,
+                                "after": after.to_dict(target), "plain_median": plain,
+                                "checkpointed_median": checkpointed, "differences": differences,
+                                "after_forward_differences": after_forward, "recompute": recomputed})
+    return record
 
 
 def _verdict(measured: float, predicted: float, rounds: Optional[list[float]] = None) -> str:
@@ -315,6 +330,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--images", type=int, default=8, help="ResNet-18's batch (default 8)")
+    parser.add_argument("--size", type=int, default=128, help="ResNet-18's image size in pixels (default 128)")
+    parser.add_argument("--dump", help="also write every measurement to this JSON file")
     parser.add_argument("--rounds", type=int, default=3, help="steps timed each way (plain, checkpointed) per target")
     parser.add_argument("--repeats", type=int, default=1,
                         help="steps taken each way in a round, of which the fastest counts (default 1)")
@@ -330,14 +348,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.map_large:
         return_freed_memory()
     print(f"torch {torch.__version__}, {args.device}")
+    records = []
     for name in cases:
         if name == "gpt2":
-            run_case(f"GPT-2 ({args.layers} layers, {args.batch}x{args.seq_len} tokens)",
-                     *gpt2_case(args.device, args.layers, args.batch, args.seq_len), args.device, args.adamw, args.rounds,
-                     tuple(args.targets or TARGETS["gpt2"]), args.repeats)
+            records.append(run_case(
+                f"GPT-2 ({args.layers} layers, {args.batch}x{args.seq_len} tokens)",
+                *gpt2_case(args.device, args.layers, args.batch, args.seq_len), args.device, args.adamw, args.rounds,
+                tuple(args.targets or TARGETS["gpt2"]), args.repeats))
         else:
-            run_case("ResNet-18 (8 images of 128x128)", *resnet18_case(args.device), args.device, args.adamw, args.rounds,
-                     tuple(args.targets or TARGETS["resnet18"]), args.repeats)
+            records.append(run_case(
+                f"ResNet-18 ({args.images} images of {args.size}x{args.size})",
+                *resnet18_case(args.device, args.images, args.size), args.device, args.adamw, args.rounds,
+                tuple(args.targets or TARGETS["resnet18"]), args.repeats))
+        if args.dump:  # after each case, so that a run cut short keeps what it measured
+            with open(args.dump, "w") as out:
+                json.dump(records, out)
     return 0
 
 
