@@ -20,7 +20,11 @@ gradient was made. What is alive at the peak is then split into
 Two plain steps before it time each module's forward pass (hooks before and after each
 call; the faster of its two times), the time a ``torch.utils.checkpoint`` of it would spend
 again in backward: in the process's CPU time on a CPU with torch on one thread, which other
-work on a busy machine does not add to, else in wall time (:func:`forward_clock`).
+work on a busy machine does not add to, else in wall time (:func:`forward_clock`); on CUDA,
+the GPU's time between events recorded before and after each call. On CUDA two more steps
+time the CPU's launching of each forward, and of the whole forward against the GPU's being
+done with it: a step whose GPU waits on the CPU gets a note, since there a checkpoint's own
+Python work adds to the step.
 :meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
 under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
 
@@ -56,6 +60,10 @@ DEFAULT_TARGET = 0.75
 TIMELINE_POINTS = 1000
 # The clocks a module's forward time is read by (see :func:`forward_clock`).
 CPU_TIME = "CPU time"
+# On CUDA, a forward whose kernels the CPU takes this share of their GPU time or more to launch
+# is bound by launching them (the GPU waits): there a checkpoint's extra time was 1.1 to 1.9 times
+# the advice's (GPT-2 small on 2x512 tokens and ResNet-18 on 64 images of 224x224, H200).
+LAUNCH_BOUND = 0.8
 WALL_TIME = "wall time"
 
 
@@ -716,18 +724,37 @@ def measure_memory(
     launch_times: dict[str, float] = {}
     plain = math.inf
     clock_name, clock = forward_clock(device.type, torch.get_num_threads())
-    timings = [("first", runner.synchronize, forward_times), ("second", runner.synchronize, forward_times)]
+    # On CUDA the forward times are read from events recorded on the stream before and after each
+    # call, the GPU's own time: waiting for the GPU before and after each call (each of a block's
+    # children's too) leaves it idle while the next kernels are launched, which made GPT-2's blocks
+    # (8x1024 tokens, H200) read a fifth longer than their forward takes again in backward.
+    timings = [("first", forward_times), ("second", forward_times)]
     if cuda:
-        timings += [("third", lambda: None, launch_times), ("fourth", lambda: None, launch_times)]
-    for which, synchronize, kept_times in timings:
+        timings += [("third", launch_times), ("fourth", launch_times)]
+    # In those two, the whole forward: the CPU's time to launch it, and its time till the GPU is done.
+    launched, done = math.inf, math.inf
+    for which, kept_times in timings:
         times: dict[str, float] = {}
         plain_started = time.perf_counter()
-        with _module_timer(model, synchronize, times, clock):
+        if kept_times is launch_times:
+            timer = _module_timer(model, lambda: None, times, clock)
+        else:
+            timer = _module_timer_on_gpu(model, times) if cuda else _module_timer(model, runner.synchronize, times, clock)
+        with timer, _whole_forward(model if kept_times is launch_times else None, runner.synchronize, clock) as spans:
             runner.step(f"the {which} step timing each module")
+        for launch, finished in spans:
+            launched, done = min(launched, launch), min(done, finished)
         plain = min(plain, time.perf_counter() - plain_started)
         for path, seconds in times.items():
             kept_times[path] = min(kept_times.get(path, math.inf), seconds)
     rates = checkpoint_cost(device, runner.synchronize, clock) if model is not None else (0.0, 0.0)
+    # The whole forward, GPU's time and the CPU's to launch it: where they are alike the GPU waits
+    # on the CPU, and a checkpoint's own work (Python, per call and per tensor saved, in the forward
+    # and again in backward) adds to the step rather than running under the GPU's.
+    if cuda and math.isfinite(done) and launched >= LAUNCH_BOUND * done:
+        notes.append(f"the forward is bound by launching its kernels (the CPU took {format_seconds(launched)} to launch "
+                     f"them, the GPU was done {format_seconds(done)} after the start): a checkpoint's own work adds to "
+                     f"the step here, and its extra time may be up to twice the advice's (a larger batch keeps the GPU busy)")
 
     parameters: dict[int, float] = {}
     if model is not None:
@@ -1054,7 +1081,7 @@ def forward_clock(device_type: str, threads: int) -> tuple[str, Callable[[], flo
     """The clock a module's forward, and so a checkpoint's extra time, is measured by: on a CPU
     with torch on one thread (``torch.set_num_threads(1)``), the process's CPU time, which other
     work on a busy machine does not add to and which is then the step's own time; else the wall
-    time (on CUDA after synchronizing, so the kernels' time), since several threads' CPU times
+    time (on CUDA the GPU's, read from events on its stream), since several threads' CPU times
     add up to more than the step takes.
 
     >>> forward_clock("cpu", 1)[0], forward_clock("cpu", 8)[0], forward_clock("cuda", 1)[0]
@@ -1094,6 +1121,75 @@ def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, 
     finally:
         for handle in handles:
             handle.remove()
+
+
+@contextlib.contextmanager
+def _whole_forward(model: Any, synchronize: Callable[[], None], clock: Callable[[], float]) -> Iterator[list[tuple[float, float]]]:
+    """Each forward call of ``model`` as (the time till the call returns, having launched its work;
+    the time till the device is done with it, waiting for it there), by ``clock``."""
+    spans: list[tuple[float, float]] = []
+    if model is None:
+        yield spans
+        return
+    started: list[float] = []
+
+    def before(*_: Any) -> None:
+        started.append(clock())
+
+    def after(*_: Any) -> None:
+        if started:
+            begin = started.pop()
+            launched = clock() - begin
+            synchronize()
+            spans.append((launched, clock() - begin))
+
+    handles = [model.register_forward_pre_hook(before), model.register_forward_hook(after)]
+    try:
+        yield spans
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def _module_timer_on_gpu(model: Any, times: dict[str, float]) -> Iterator[None]:
+    """Each module's forward time on the GPU (all its calls summed): the time between CUDA events
+    recorded on the current stream before and after each call, read once the step is done.
+    Nothing waits for the GPU inside the step, so its kernels run as in a plain one."""
+    if model is None:
+        yield
+        return
+    import torch
+
+    started: dict[int, list[Any]] = {}
+    spans: list[tuple[str, Any, Any]] = []
+    handles = []
+
+    def recorded() -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def before(path: str, module: Any, *args: Any) -> None:
+        started.setdefault(id(module), []).append(recorded())
+
+    def after(path: str, module: Any, *args: Any) -> None:
+        stack = started.get(id(module))
+        if stack:
+            spans.append((path, stack.pop(), recorded()))
+
+    for path, module in model.named_modules():
+        if path:
+            handles.append(module.register_forward_pre_hook(functools.partial(before, path)))
+            handles.append(module.register_forward_hook(functools.partial(after, path)))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+    torch.cuda.synchronize()
+    for path, begin, end in spans:
+        times[path] = times.get(path, 0.0) + begin.elapsed_time(end) / 1e3
 
 
 @contextlib.contextmanager
