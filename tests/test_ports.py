@@ -47,9 +47,11 @@ def test_edges_into_a_summarys_block_box_carry_the_argument_name(gpt2, depth):
     (attrs,) = edge_attrs(source, block)
     assert 'xlabel="hidden_states"' in attrs
     assert "enters transformer.h.0 as hidden_states" in attrs  # the tooltip names each border crossed
-    # Out of the box into ln_f: the plain output is not said on the edge, the LayerNorm's argument is.
+    # Out of the box into ln_f: neither the plain output nor the LayerNorm's plain input is said on
+    # the edge; its tooltip says both.
     (into_ln_f,) = edge_attrs(source, box_id(source, "transformer.ln_f"))
-    assert 'xlabel="input"' in into_ln_f and "leaves transformer.h.3 as output" in into_ln_f
+    assert "xlabel" not in into_ln_f
+    assert "leaves transformer.h.3 as output" in into_ln_f and "enters transformer.ln_f as input" in into_ln_f
 
 
 def test_an_edge_out_of_a_box_says_a_named_output_and_where_a_tied_weight_goes(gpt2):
@@ -145,3 +147,31 @@ def test_one_tensor_given_as_two_arguments_enters_by_both_names():
     source = make_dot(out, recorder=recorder, depth=0).source
     labels = re.findall(rf'-> {box_id(source, "attn")} \[.*xlabel="([^"]+)"', source)
     assert labels == ["query = key = value"]
+
+
+def test_a_name_on_several_edges_leaving_one_box_is_said_once_and_every_edge_keeps_its_tooltip():
+    class Rotary(torch.nn.Module):  # as a rotary embedding: two outputs, each used by two products
+        def forward(self, x):
+            return x.cos(), x.sin()
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rotary = Rotary()
+            self.proj = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            cos, sin = self.rotary(x)
+            q, k = self.proj(x), self.proj(x * 2)
+            return (q * cos + q * sin + k * cos + k * sin).sum()
+
+    model = Net()
+    with record(model) as recorder:
+        out = model(torch.ones(2, 3, requires_grad=True))
+    source = make_dot(out, recorder=recorder, depth=0).source
+    rotary = box_id(source, "rotary")
+    leaving = [line for line in source.splitlines() if line.strip().startswith(f"{rotary} -> ")]
+    assert len(leaving) == 4
+    assert sorted(re.findall(r'xlabel="([^"]*)"', "\n".join(leaving))) == ["output[0]", "output[1]"]
+    tips = sorted(re.search(r'tooltip="([^"]*)"', line).group(1) for line in leaving)
+    assert tips == ["leaves rotary as output[0]"] * 2 + ["leaves rotary as output[1]"] * 2

@@ -3,9 +3,10 @@
 A recorded graph knows under which argument or output name each tensor entered or left
 each module call (:func:`~graphviz_autograd.graph.descriptions.port_name`). A picture
 says it where an edge crosses a module's border: an edge into a module drawn as one box
-(a summary's depth) is labelled with the argument's name, an edge out of one with the
-output's (not the plain ``output``, which every module has), and any edge that crosses
-borders, into a box or a cluster, says each crossing in its tooltip.
+(a summary's depth) is labelled with the argument's name (not the plain ``input``, the one
+argument of torch's own modules), an edge out of one with the output's (not the plain
+``output``, which every module has), and any edge that crosses borders, into a box or a
+cluster, says each crossing in its tooltip.
 
 >>> from graphviz_autograd.graph.autograd_graph import AutogradGraph, Edge, ModuleInfo, Node, MODULE, OP, PORT_ATTR
 >>> walked = AutogradGraph((Node("n0", OP, "MmBackward0", module="h.0"),
@@ -28,6 +29,9 @@ from ..graph.descriptions import port_name
 
 # The output name every module call has: a box's tail says only the others.
 PLAIN_OUTPUT = "output"
+# The one argument of torch's own modules (Linear, LayerNorm, Conv2d, Dropout ...): an edge into
+# such a box says nothing by it, and the label sat on the titles of the clusters the edge enters.
+PLAIN_INPUT = "input"
 
 # A drawn edge: (source id, target id, kind).
 EdgeKey = tuple[str, str, str]
@@ -113,7 +117,7 @@ def _crossing_names(
     head = tail = ""
     if target_box is not None:  # the name it enters the box's call by, or the first call inside it that names it
         head = _outermost_name(named, PORT_IN, entered[shared:], _box_call(target_call, target_box))
-        if named.kind == PARAMETER and head == named.label:
+        if (named.kind == PARAMETER and head == named.label) or head == PLAIN_INPUT:
             head = ""  # a parameter's own name is on its box, or the box it comes from
     if source_box is not None:
         tail = _outermost_name(named, PORT_OUT, left[shared:], _box_call(source_call, source_box))
