@@ -949,12 +949,18 @@ def _kinds_over_time(timeline: Sequence[tuple[float, float, str]], parameters: f
     return tuple(rows)
 
 
+def _module_of_node(graph: AutogradGraph) -> dict[str, str]:
+    """The module (not the call: ``layers.0``, not ``layers.0#2``) each node of ``graph`` ran
+    in, by id: made once per graph, for the rolls by module and the checkpoint candidates."""
+    return graph.derived("module_of_node", lambda: {n.id: module_of_call(n.module) for n in graph.nodes})
+
+
 def _by_module(graph: AutogradGraph, node_activations: Mapping[str, float]) -> dict[str, float]:
     """Each module's bytes of ``node_activations``, its submodules' included (the model left out)."""
-    modules = {n.id: n.module for n in graph.nodes}
+    modules = _module_of_node(graph)
     totals: dict[str, float] = {}
     for node_id, value in node_activations.items():
-        path = module_of_call(modules.get(node_id, ""))
+        path = modules.get(node_id, "")
         while path:
             totals[path] = totals.get(path, 0.0) + value
             path = path.rpartition(".")[0]
@@ -989,7 +995,7 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     if model is None:
         return ()
     types = {path: type(m).__name__ for path, m in model.named_modules()}
-    module_of = {n.id: module_of_call(n.module) for n in graph.nodes}
+    module_of = _module_of_node(graph)
     inside: dict[str, list[int]] = {}  # module path -> the storages its nodes saved (its submodules' included)
     for key, (node_id, *_rest) in lifetimes.items():
         path = module_of.get(node_id or "", "")
