@@ -484,3 +484,34 @@ def test_the_whole_forward_is_timed_to_its_launch_and_to_the_device_being_done()
     with _whole_forward(None, synchronize, clock) as nothing:
         pass
     assert nothing == []
+
+
+def test_on_cuda_each_modules_forward_time_is_read_from_events_recorded_around_its_calls(monkeypatch):
+    from graphviz_autograd.checks import memory as checks_memory
+
+    now = [0.0]
+
+    class Event:  # a CUDA event whose GPU reaches it a second after the last one
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = None
+
+        def record(self) -> None:
+            now[0] += 1.0
+            self.at = now[0]
+
+        def elapsed_time(self, end: "Event") -> float:
+            return (end.at - self.at) * 1e3  # milliseconds, as CUDA's
+
+    waits = []
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *_: waits.append(now[0]))
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.ReLU(), nn.Tanh()))
+    times: dict[str, float] = {}
+    with checks_memory._module_timer_on_gpu(model, times):
+        model(torch.ones(1, 2))
+        assert waits == []  # nothing waits for the GPU inside the step
+    # Events in order: 0 in, 0 out, 1 in, 1.0 in, 1.0 out, 1.1 in, 1.1 out, 1 out.
+    assert times == {"0": 1.0, "1": 5.0, "1.0": 1.0, "1.1": 1.0}
+    assert waits == [8.0]  # once, after the step, to read the events
+    model(torch.ones(1, 2))  # its hooks are gone
+    assert now[0] == 8.0

@@ -1100,6 +1100,22 @@ def forward_clock(device_type: str, threads: int) -> tuple[str, Callable[[], flo
 
 
 @contextlib.contextmanager
+def _around_each_call(model: Any, before: Callable[..., None], after: Callable[..., None]) -> Iterator[None]:
+    """``before(path, module, args)`` and ``after(path, module, args, output)`` around each call
+    of each of ``model``'s modules (the model itself left out), while in the block."""
+    handles = []
+    for path, module in model.named_modules():
+        if path:
+            handles.append(module.register_forward_pre_hook(functools.partial(before, path)))
+            handles.append(module.register_forward_hook(functools.partial(after, path)))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
 def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, float],
                   clock: Callable[[], float] = time.perf_counter) -> Iterator[None]:
     """Each module's forward time (all its calls summed) by ``clock``, with hooks before and after each call."""
@@ -1107,7 +1123,6 @@ def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, 
         yield
         return
     started: dict[int, list[float]] = {}
-    handles = []
 
     def before(path: str, module: Any, *args: Any) -> None:
         synchronize()
@@ -1119,15 +1134,8 @@ def _module_timer(model: Any, synchronize: Callable[[], None], times: dict[str, 
         if stack:
             times[path] = times.get(path, 0.0) + clock() - stack.pop()
 
-    for path, module in model.named_modules():
-        if path:
-            handles.append(module.register_forward_pre_hook(functools.partial(before, path)))
-            handles.append(module.register_forward_hook(functools.partial(after, path)))
-    try:
+    with _around_each_call(model, before, after):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 @contextlib.contextmanager
@@ -1170,7 +1178,6 @@ def _module_timer_on_gpu(model: Any, times: dict[str, float]) -> Iterator[None]:
 
     started: dict[int, list[Any]] = {}
     spans: list[tuple[str, Any, Any]] = []
-    handles = []
 
     def recorded() -> Any:
         event = torch.cuda.Event(enable_timing=True)
@@ -1185,15 +1192,8 @@ def _module_timer_on_gpu(model: Any, times: dict[str, float]) -> Iterator[None]:
         if stack:
             spans.append((path, stack.pop(), recorded()))
 
-    for path, module in model.named_modules():
-        if path:
-            handles.append(module.register_forward_pre_hook(functools.partial(before, path)))
-            handles.append(module.register_forward_hook(functools.partial(after, path)))
-    try:
+    with _around_each_call(model, before, after):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
     torch.cuda.synchronize()
     for path, begin, end in spans:
         times[path] = times.get(path, 0.0) + begin.elapsed_time(end) / 1e3
