@@ -388,13 +388,18 @@ def test_the_profile_keeps_its_copies_of_parameters_and_optimizer_state_off_thei
     assert all(t.device.type == "cpu" for t in copied["state"][0].values())
 
 
-def test_clock_anchors_interpolate_their_offset_and_keep_the_nearest_outside():
+def test_clock_anchors_take_the_least_offset_near_a_moment_so_a_late_anchor_moves_nothing():
     from graphviz_autograd.checks.memory import _ClockAnchors
 
     anchors = _ClockAnchors()
-    anchors.ours = [100, 200, 300]
-    mapped = anchors.mapping({0: 1100, 1: 1200, 2: 1500})  # offsets 1000, 1000, 1200
-    assert [mapped(t) for t in (50, 150, 250, 300, 400)] == [1050, 1150, 1350, 1500, 1600]
+    anchors.ours = list(range(100, 1100, 100))  # ten anchors, 100 apart
+    # The profiler's clock 1000 ahead; anchor 4's second stamp taken 5000 late (the process put aside).
+    late = {k: when + 1000 + (5000 if k == 4 else 0) for k, when in enumerate(anchors.ours)}
+    mapped = anchors.mapping(late)
+    assert [mapped(t) for t in (50, 450, 500, 550, 1050)] == [1050, 1450, 1500, 1550, 2050]
+    # A clock that drifts over the step (10 each anchor) is followed, within the anchors near a moment.
+    drifting = anchors.mapping({k: when + 1000 + 10 * k for k, when in enumerate(anchors.ours)})
+    assert [drifting(t) for t in (50, 550, 1050)] == [1050, 550 + 1030, 1050 + 1080]
     assert anchors.mapping({})(123) == 123
 
 
