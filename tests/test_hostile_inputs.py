@@ -363,17 +363,21 @@ def _running(pid: int) -> bool:
 # it: so it is started through a one-line Python that puts SIGINT back and execs the command
 # in its own process (a preexec_fn would run Python between fork and exec in a threaded process).
 AS_FROM_A_TERMINAL = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+# As a script's background job (`cmd &`) starts: with SIGINT ignored.
+AS_A_BACKGROUND_JOB = AS_FROM_A_TERMINAL.replace("SIG_DFL", "SIG_IGN")
 
 
-def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool) -> tuple[int, str, int]:
-    """Start a command whose forward pass sleeps, send ``number`` once it runs (to its
-    process group, as a terminal does, or to the command alone, as ``timeout`` and
-    ``kill`` do); return its status, its stderr and the pid that ran the forward."""
+def stop_a_slow_command(tmp_path: Path, number: int, *, whole_group: bool,
+                        start: str = AS_FROM_A_TERMINAL) -> tuple[int, str, int]:
+    """Start a command whose forward pass sleeps (through ``start``, which sets how it gets
+    SIGINT), send ``number`` once it runs (to its process group, as a terminal does, or to
+    the command alone, as ``timeout`` and ``kill`` do); return its status, its stderr and
+    the pid that ran the forward."""
     started = tmp_path / "started"
     path = tmp_path / "net.py"
     path.write_text(textwrap.dedent(SLOW_FORWARD.format(started=str(started))))
     process = subprocess.Popen(
-        [sys.executable, "-c", AS_FROM_A_TERMINAL,
+        [sys.executable, "-c", start,
          sys.executable, "-m", "graphviz_autograd", "render", str(path), "-q", "-o", str(tmp_path / "net.svg")],
         cwd=tmp_path,
         env=subprocess_env(),
@@ -424,11 +428,14 @@ def test_sigterm_stops_the_work_too(tmp_path):
 
 
 @posix_only
-def test_a_killed_command_stops_its_work(tmp_path):
+@pytest.mark.parametrize("start", [AS_FROM_A_TERMINAL, AS_A_BACKGROUND_JOB], ids=["terminal", "background"])
+def test_a_killed_command_stops_its_work(tmp_path, start):
     # SIGKILL (or the out-of-memory killer) lets the command pass nothing on: the process
     # doing the work sees its parent gone and stops as Ctrl-C stops it, instead of running
     # on alone (here it would sleep for a minute, holding the pipes open past the timeout).
-    status, stderr, worker = stop_a_slow_command(tmp_path, signal.SIGKILL, whole_group=False)
+    # Started with SIGINT ignored, it stops the same way and says so, not silently at the end
+    # of its grace.
+    status, stderr, worker = stop_a_slow_command(tmp_path, signal.SIGKILL, whole_group=False, start=start)
     assert status == -signal.SIGKILL
     assert stderr == "Error: the command was killed; its work stopped and nothing was written.\n"
     deadline = time.monotonic() + 5

@@ -124,15 +124,27 @@ def _watch_parent(parent: int, exit_now: Callable[[int], object]) -> None:  # pr
     killed, temporary files removed, nothing written); ended outright when that has
     not worked within ``STOP_GRACE_SECONDS`` (work stuck in C code)."""
 
+    # A command started with SIGINT ignored (a script's background job: `cmd &`) would not stop
+    # on a SIGINT to itself, and ended silently after the grace: a signal of its own stands in
+    # for it there, whose handler (set here, in the main thread) interrupts the work as Ctrl-C does.
+    stop = signal.SIGINT
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and hasattr(signal, "SIGUSR1"):
+        stop = signal.SIGUSR1
+        signal.signal(stop, _interrupt)
+
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_SECONDS)
         _orphaned.set()
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), stop)
         time.sleep(STOP_GRACE_SECONDS)
         exit_now(INTERRUPTED_STATUS)
 
     threading.Thread(target=watch, name="parent watch", daemon=True).start()
+
+
+def _interrupt(*_: object) -> NoReturn:  # pragma: no cover - runs in the child
+    raise KeyboardInterrupt
 
 
 def _status_of(work: Callable[[], None]) -> int:  # pragma: no cover - runs in the child
