@@ -15,7 +15,8 @@ model:
 - the peak and its split (parameters, gradients, optimizer state, activations, temporaries);
 - ``MemTracker``'s peak and split (``torch.distributed._tools.mem_tracker``, where the
   installed torch has it) of the same step;
-- the cost of measuring memory: the memory steps' wall time over a plain step's;
+- the cost of measuring memory: all the work of ``memory=True`` (the steps timing each module, the
+  checkpoint's rates, the memory step and reading it), in wall time, over a plain step's;
 - per target: the modules and runs of blocks advised, the predicted peak and the one measured
   after applying them (within 10%?), the predicted extra step time (the forward time of what is
   checkpointed, measured, and the checkpoints' own overhead, ``ModuleMemory.overhead``) and the

@@ -520,3 +520,17 @@ def test_on_cuda_each_modules_forward_time_is_read_from_events_recorded_around_i
     assert waits == [8.0]  # once, after the step, to read the events
     model(torch.ones(1, 2))  # its hooks are gone
     assert now[0] == 8.0
+
+
+def test_the_cost_of_measuring_memory_counts_all_its_work(monkeypatch):
+    # The timing steps, the checkpoint's rates and the memory step are all work that memory=True
+    # adds: a slow measurement of the rates shows in what measuring memory is said to cost.
+    import graphviz_autograd.checks.memory as memory_module
+
+    def slow_rates(*_, **__):
+        time.sleep(0.3)
+        return 0.0, 0.0
+
+    monkeypatch.setattr(memory_module, "checkpoint_cost", slow_rates)
+    memory = wide_profile(OneWideBlock()).memory
+    assert memory.measure_time >= 0.3 + 2 * memory.plain_step_time

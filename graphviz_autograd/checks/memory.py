@@ -437,7 +437,8 @@ class StepMemory:
             lines += [f"{p.ljust(width)}  {size.rjust(right)}{how}\n" for (p, _, how), size in zip(rows, sizes)]
         lines.append("\n" + self.advice(target).text())
         if self.plain_step_time > 0:
-            lines.append(f"measuring memory took {self.measure_time / self.plain_step_time:.1f} times a plain step\n")
+            lines.append(f"measuring memory took {format_seconds(self.measure_time)}, "
+                         f"{self.measure_time / self.plain_step_time:.1f} times a plain step ({format_seconds(self.plain_step_time)})\n")
         lines += [f"note: {n}\n" for n in self.notes]
         return "".join(lines)
 
@@ -726,6 +727,9 @@ def measure_memory(
     # time to launch its kernels, which a checkpoint's recompute adds when it outlasts the GPU's.
     launch_times: dict[str, float] = {}
     plain = math.inf
+    # What measuring memory costs: all of it (these steps, the checkpoint's rates, the memory step
+    # and reading it), against the faster of the first two steps, a plain one with hooks.
+    measuring_started = time.perf_counter()
     clock_name, clock = forward_clock(device.type, torch.get_num_threads())
     # On CUDA the forward times are read from events recorded on the stream before and after each
     # call, the GPU's own time: waiting for the GPU before and after each call (each of a block's
@@ -802,14 +806,12 @@ def measure_memory(
         start_bytes = float(sum(parameters.values()) + sum(state.values()) + sum(inputs.values()))
     module_inputs: dict[str, set[int]] = {}
     module_outputs: dict[str, set[int]] = {}
-    measure_started = time.perf_counter()
     try:
         with torch.autograd.graph.saved_tensors_hooks(hooks.pack, hooks.unpack), _module_boundaries(model, module_inputs, module_outputs):
             events, base = profiled_step()
     finally:
         for handle in handles:
             handle.remove()
-    measure_time = time.perf_counter() - measure_started + plain
     allocator_peak = float(torch.cuda.max_memory_allocated(device)) - held if cuda else 0.0
 
     measured_type = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
@@ -905,6 +907,7 @@ def measure_memory(
     for saver, nbytes, packed_s, read_s, _ in lifetimes.values():
         if saver is not None:
             saved_by_node.setdefault(saver, []).append((round(packed_s, 6), round(read_s, 6), nbytes))
+    measure_time = time.perf_counter() - measuring_started  # the events read and the candidates made included
     return StepMemory(
         device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
         at_peak=at_peak, start_bytes=start_bytes, timeline=timeline, node_activations=node_activations,
