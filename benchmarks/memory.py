@@ -21,7 +21,10 @@ model:
   after applying them (within 10%?), the predicted extra step time (the forward time of what is
   checkpointed, measured, and the checkpoints' own overhead, ``ModuleMemory.overhead``) and the
   measured one (within 20%?): ``--rounds`` rounds of a plain step then one with the advice
-  applied, and the median of the rounds' differences; and the same for the part of the steps
+  applied, and the median of the rounds' differences; the same as a share of a plain step
+  (``CheckpointPlan.extra_share`` against each round's difference over its plain step), which
+  a machine whose speed drifts between the profile and the rounds moves alike on both sides;
+  and the same for the part of the steps
   after the forward, where a checkpoint's extra work falls (its first forward does the plain
   one's work, less the saving), which is steadier; and the recompute alone, timed by a
   stand-in ``forward`` on each checkpointed block, over the forward time it repeats. Each
@@ -149,9 +152,10 @@ def memtracker_split(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], 
 
 def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
                       paths: tuple[str, ...], rounds: int, clock: Callable[[], float],
-                      repeats: int = 1) -> tuple[float, float, list[float], list[float]]:
+                      repeats: int = 1) -> tuple[float, float, list[float], list[float], list[float]]:
     """The median step without and with ``paths`` checkpointed on ``clock``, each round's
-    difference, and each round's difference of the steps' parts after the forward. The steps
+    difference, each round's difference of the steps' parts after the forward, and each round's
+    difference over its plain step (the share of a step that the checkpoints add). The steps
     are taken in turn (plain, checkpointed, plain, ...) so that a machine whose speed drifts
     (other work's use of the caches and memory) slows both alike, and each round's difference
     is of two neighbouring steps. With ``repeats`` over 1, each side of a round is the fastest
@@ -166,7 +170,8 @@ def paired_step_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any],
                 taken = [timed_step(model, inputs, loss, optimizer, device, clock) for _ in range(repeats)]
             into.append((min(step for step, _ in taken), min(after for _, after in taken)))
     return (statistics.median(step for step, _ in plain), statistics.median(step for step, _ in checkpointed),
-            [b[0] - a[0] for a, b in zip(plain, checkpointed)], [b[1] - a[1] for a, b in zip(plain, checkpointed)])
+            [b[0] - a[0] for a, b in zip(plain, checkpointed)], [b[1] - a[1] for a, b in zip(plain, checkpointed)],
+            [(b[0] - a[0]) / a[0] for a, b in zip(plain, checkpointed)])
 
 
 def recompute_times(model: nn.Module, inputs: Any, loss: Callable[[Any], Any], optimizer: Any, device: str,
@@ -245,7 +250,7 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
             after = profile_step(model, inputs, loss=loss, optimizer=optimizer, steps=1, memory=True).memory
         assert after is not None
         clock = time.process_time if plan.clock == CPU_TIME else time.perf_counter
-        plain, checkpointed, differences, after_forward = paired_step_times(
+        plain, checkpointed, differences, after_forward, shares = paired_step_times(
             model, inputs, loss, optimizer, device, plan.paths, rounds, clock, repeats)
         extra, extra_after_forward = statistics.median(differences), statistics.median(after_forward)
         peak_ratio = plan.predicted_peak / after.peak
@@ -258,6 +263,10 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"(median of {rounds} rounds' differences{f', each side the fastest of {repeats}' if repeats > 1 else ''}; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
               f"measured/predicted {_verdict(extra, plan.extra_time, differences)}")
         print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
+        if plan.extra_share is not None:
+            print(f"  as a share of a plain step (read on the same clock where the plan was made, {plan.step_time:.3f} s, "
+                  f"and in each round, which a machine whose speed drifts moves alike): predicted {100 * plan.extra_share:.1f}%, "
+                  f"measured {100 * statistics.median(shares):.1f}%, measured/predicted {_verdict(statistics.median(shares), plan.extra_share, shares)}")
         print(f"  of it after the forward (where the checkpoint runs the forward again; its first forward does "
               f"the same work, less the saving): {extra_after_forward:.3f} s, measured/predicted "
               f"{_verdict(extra_after_forward, plan.extra_time, after_forward)}")
@@ -270,7 +279,7 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         print("  each step's: " + ", ".join(f"{d:.3f}" for d in recomputed) + " s")
         record["plans"].append({"target": target, "plan": plan.to_dict(), "measured_peak": after.peak,
                                 "after": after.to_dict(target), "plain_median": plain,
-                                "checkpointed_median": checkpointed, "differences": differences,
+                                "checkpointed_median": checkpointed, "differences": differences, "shares": shares,
                                 "after_forward_differences": after_forward, "recompute": recomputed})
     return record
 

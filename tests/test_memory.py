@@ -79,6 +79,10 @@ def test_the_wide_block_is_first_in_the_peaks_activations_and_in_the_advice(wide
     plan = memory.advice(0.9)
     assert plan.paths[0] == "blocks.0" and plan.reached
     assert plan.predicted_peak < memory.peak and plan.extra_time > 0
+    # The extra time also as a share of a plain step on the same clock: the block's forward is part of it.
+    assert 0 < plan.extra_time < plan.step_time == memory.step_time
+    assert plan.extra_share == plan.extra_time / memory.step_time
+    assert f"; {100 * plan.extra_share:.1f}% of a step)" in plan.text()
 
 
 def test_the_predicted_peak_after_the_advice_is_within_a_tenth_of_the_measured_one(wide):
@@ -258,7 +262,8 @@ def test_memory_survives_json_with_its_advice(wide):
     assert data["memory"]["advice"]["modules"][0]["path"] == "blocks.0"
     again = StepProfile.from_dict(data)
     assert again.memory is not None
-    assert again.memory.advice(0.9) == profile.memory.advice(0.9)
+    assert again.memory.advice(0.9) == profile.memory.advice(0.9) and again.memory.step_time == profile.memory.step_time > 0
+    assert data["memory"]["advice"]["extra_share"] == profile.memory.advice(0.9).extra_share
     assert again.table(memory_target=0.9) == profile.table(memory_target=0.9)
     assert StepMemory.from_dict(profile.memory.to_dict()).module_activations == profile.memory.module_activations
 
@@ -286,7 +291,9 @@ def test_on_one_cpu_thread_a_forward_is_timed_by_the_processs_cpu_time_that_wait
     # Its own work (two small matrix products) is a few milliseconds; the wait is 50.
     assert (waiting.forward_time < 0.025) if clock == CPU_TIME else (waiting.forward_time >= 0.05)
     plan = memory.advice(0.9)
-    assert plan.paths == ("blocks.0",) and plan.clock == clock and f"longer ({clock})" in plan.text()
+    assert plan.paths == ("blocks.0",) and plan.clock == clock and f"longer ({clock}; " in plan.text()
+    # The plain step it is a share of is read on the same clock: the wait is in it on the wall clock only.
+    assert (memory.step_time < 0.05) if clock == CPU_TIME else (memory.step_time >= 0.05)
     assert StepMemory.from_dict(json.loads(json.dumps(memory.to_dict()))).advice(0.9) == plan
 
 

@@ -129,7 +129,9 @@ class CheckpointPlan:
     ``extra_time`` is their cost (:attr:`ModuleMemory.cost`: forward time and the checkpoint's
     own overhead), measured by ``clock`` (:func:`forward_clock`).
     ``reached`` says whether the target is met; when no choice of modules meets it, the plan
-    holds every module that helps.
+    holds every module that helps. ``step_time`` is a plain step's time on the same clock
+    (0 where not measured), and :attr:`extra_share` the extra time as a share of it: a machine
+    whose speed drifts (other work on it) moves both alike.
     """
 
     target: float
@@ -139,6 +141,12 @@ class CheckpointPlan:
     modules: tuple[ModuleMemory, ...]
     reached: bool
     clock: str = WALL_TIME
+    step_time: float = 0.0
+
+    @property
+    def extra_share(self) -> Optional[float]:
+        """The extra step time over a plain step's, or None where the step's time is unknown."""
+        return self.extra_time / self.step_time if self.step_time > 0 else None
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -153,6 +161,7 @@ class CheckpointPlan:
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "peak": self.peak, "predicted_peak": self.predicted_peak,
                 "extra_time": self.extra_time, "reached": self.reached, "clock": self.clock,
+                "step_time": self.step_time, "extra_share": self.extra_share,
                 "modules": [m.to_dict() for m in self.modules]}
 
     def text(self) -> str:
@@ -164,7 +173,8 @@ class CheckpointPlan:
                            "none of the tensors a checkpoint drops)\n")
         lines = [head + f"checkpoint {len(self.modules)} module{'s' if len(self.modules) != 1 else ''}, "
                  f"predicted peak {format_bytes(int(self.predicted_peak))}, "
-                 f"step {format_seconds(self.extra_time)} longer ({self.clock})"
+                 f"step {format_seconds(self.extra_time)} longer ({self.clock}"
+                 + (f"; {100 * self.extra_share:.1f}% of a step" if self.extra_share is not None else "") + ")"
                  + ("" if self.reached else " (the target is out of reach by checkpointing)") + "\n"]
         rows = [("module", "type", "saved at the peak", "forward time", "checkpoint's own")]
         rows += [(m.path, m.type_name, format_bytes(int(m.saved_at_peak)), format_seconds(m.forward_time),
@@ -343,6 +353,8 @@ class StepMemory:
     phase_peaks: Mapping[str, float]
     measure_time: float = 0.0
     plain_step_time: float = 0.0
+    # A plain step's time on :attr:`clock` (the faster of the two steps timing each module).
+    step_time: float = 0.0
     notes: tuple[str, ...] = ()
     graph: Optional[AutogradGraph] = field(default=None, compare=False, repr=False)
     # Per point of the timeline, its bytes by kind (:data:`KINDS`, in order); per node id, the
@@ -414,7 +426,7 @@ class StepMemory:
                 alive = alive - dropped[best.path]
                 chosen.append(best)
         return CheckpointPlan(goal, self.peak, predicted, sum(m.cost for m in chosen), tuple(chosen),
-                              predicted <= goal, self.clock)
+                              predicted <= goal, self.clock, self.step_time)
 
     def table(self, target: Optional[float] = None, top: int = 10, types: Optional[Mapping[str, str]] = None) -> str:
         """The memory lines ``profile`` prints: the peak, its split, the modules whose saved
@@ -469,7 +481,8 @@ class StepMemory:
             "timeline": [list(p) for p in self.timeline], "node_activations": dict(self.node_activations),
             "module_activations": dict(self.module_activations),
             "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
-            "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "notes": list(self.notes),
+            "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "step_time": self.step_time,
+            "notes": list(self.notes),
             "clock": self.clock, "checkpoint_rates": list(self.checkpoint_rates),
             "timeline_kinds": [list(k) for k in self.timeline_kinds],
             "saved_by_node": {n: [list(s) for s in saved] for n, saved in self.saved_by_node.items()},
@@ -485,6 +498,7 @@ class StepMemory:
             node_activations=dict(data["node_activations"]), module_activations=dict(data["module_activations"]),
             modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
+            step_time=data.get("step_time", 0.0),
             notes=tuple(data.get("notes", ())), clock=data.get("clock", WALL_TIME),
             checkpoint_rates=tuple(float(v) for v in data.get("checkpoint_rates", (0.0, 0.0)))[:2],  # type: ignore[arg-type]
             timeline_kinds=tuple(tuple(float(v) for v in k) for k in data.get("timeline_kinds", ())),
@@ -740,9 +754,10 @@ def measure_memory(
         timings += [("third", launch_times), ("fourth", launch_times)]
     # In those two, the whole forward: the CPU's time to launch it, and its time till the GPU is done.
     launched, done = math.inf, math.inf
+    step_time = math.inf  # the first two steps' on ``clock``
     for which, kept_times in timings:
         times: dict[str, float] = {}
-        plain_started = time.perf_counter()
+        plain_started, on_clock = time.perf_counter(), clock()
         if kept_times is launch_times:
             timer = _module_timer(model, lambda: None, times, clock)
         else:
@@ -752,6 +767,8 @@ def measure_memory(
         for launch, finished in spans:
             launched, done = min(launched, launch), min(done, finished)
         plain = min(plain, time.perf_counter() - plain_started)
+        if kept_times is forward_times:
+            step_time = min(step_time, clock() - on_clock)
         for path, seconds in times.items():
             kept_times[path] = min(kept_times.get(path, math.inf), seconds)
     rates = checkpoint_cost(device, runner.synchronize, clock) if model is not None else (0.0, 0.0)
@@ -912,7 +929,8 @@ def measure_memory(
         device=str(device), source=source, peak=peak, peak_time=(peak_at - begin) / 1e9, peak_phase=phase_at(peak_at),
         at_peak=at_peak, start_bytes=start_bytes, timeline=timeline, node_activations=node_activations,
         module_activations=_by_module(graph, node_activations),
-        modules=modules, phase_peaks=phase_peaks, measure_time=measure_time, plain_step_time=plain, notes=tuple(notes),
+        modules=modules, phase_peaks=phase_peaks, measure_time=measure_time, plain_step_time=plain,
+        step_time=step_time if math.isfinite(step_time) else 0.0, notes=tuple(notes),
         graph=graph,
         timeline_kinds=_kinds_over_time(
             timeline, parameter_bytes, state_bytes, [((made - begin) / 1e9, size) for made, size in grads],
