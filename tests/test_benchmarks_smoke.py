@@ -127,15 +127,15 @@ def test_the_memory_benchmark_times_plain_and_checkpointed_steps_in_turn_each_ro
 
     model = nn.Sequential(Logged(4, 4), nn.Linear(4, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    plain, checkpointed, differences, after_forward = paired_step_times(
+    plain, checkpointed, differences, after_forward, shares = paired_step_times(
         model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 3, time.process_time)
     # Plain (one forward), then checkpointed (the forward and backward's recompute), three times.
     assert "".join(calls) == "ffb" * 3
-    assert len(differences) == len(after_forward) == 3 and plain > 0 and checkpointed > 0
+    assert len(differences) == len(after_forward) == len(shares) == 3 and plain > 0 and checkpointed > 0
     assert "forward" not in vars(model[0])  # the checkpoint is undone
     # With repeats, each side of a round is that many steps in a row, of which one (the fastest) counts.
     calls.clear()
-    *_, differences, after_forward = paired_step_times(
+    *_, differences, after_forward, _ = paired_step_times(
         model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 2, time.process_time, repeats=2)
     assert "".join(calls) == "fffbfb" * 2 and len(differences) == len(after_forward) == 2
 
@@ -209,3 +209,29 @@ def test_the_zoo_benchmarks_floor_runs_the_forward_through_stand_ins_and_leaves_
     assert torch.equal(floor(model, inputs), loss_of(forward(model, inputs)))
     assert seen == [True, False]
     assert "forward" not in vars(model[0]) and vars(model[1])["forward"] is own
+
+
+def test_the_memory_benchmarks_share_is_each_rounds_difference_over_its_plain_step():
+    import torch
+    from torch import nn
+
+    from benchmarks.memory import paired_step_times
+
+    now = [0.0]
+
+    def clock() -> float:  # a second a reading; the recompute takes two more
+        now[0] += 1.0
+        return now[0]
+
+    class Recomputed(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if torch._C._current_graph_task_id() != -1:
+                now[0] += 2.0
+            return torch.tanh(super().forward(x))
+
+    model = nn.Sequential(Recomputed(4, 4), nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    plain, checkpointed, differences, after_forward, shares = paired_step_times(
+        model, torch.ones(2, 4), lambda out: out.sum(), optimizer, "cpu", ("0",), 3, clock)
+    assert (plain, checkpointed) == (2.0, 4.0)
+    assert differences == after_forward == [2.0] * 3 and shares == [1.0] * 3
