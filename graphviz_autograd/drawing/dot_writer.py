@@ -431,10 +431,7 @@ def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: b
     argument it enters by and the output it leaves by (``output[0] → hidden_states``),
     above its shape when shapes are shown, and every border it crosses is in its tooltip.
     A label beside the edge, not at its end: Graphviz makes room for it there, where a
-    head label would run into the title of a cluster around the box. A name on several
-    edges leaving one node is said on the first of them only: a rotary embedding's
-    ``output[0]`` and ``output[1]`` each go to two products of each attention, and their
-    labels, side by side on edges that leave together, were drawn over one another.
+    head label would run into the title of a cluster around the box.
 
     >>> from graphviz_autograd.views.ports import EdgeNames
     >>> named = {("n1", "n0", DATA): EdgeNames("hidden_states", "", ("enters h.0 as hidden_states",))}
@@ -443,7 +440,6 @@ def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: b
     """
     lines = []
     line_ends = _edge_line_ends()
-    said: set[tuple[int, str]] = set()  # (source, name): a name said once on the edges leaving one node
     for s, t, rest in links:
         kind = rest[0]
         shaped = show_shapes and (kind == DATA or kind == DATA_JOIN) and len(rest) > 1 and rest[1] is not None
@@ -453,10 +449,8 @@ def _named_edge_lines(ids: Sequence[str], links: Sequence[tuple], show_shapes: b
             continue
         attrs = dict(EDGE_STYLES[kind])
         if named is not None:
-            text = " \u2192 ".join(name for name in (named.tail, named.head) if name)
-            if text and (s, text) not in said:
-                said.add((s, text))
-                attrs.update(EDGE_LABEL_ATTRS, xlabel=quote(text))
+            if named.head or named.tail:
+                attrs.update(EDGE_LABEL_ATTRS, xlabel=quote(" \u2192 ".join(name for name in (named.tail, named.head) if name)))
             if named.crossings:
                 attrs["tooltip"] = tooltip_value(named.crossings)
         if shaped:

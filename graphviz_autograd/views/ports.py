@@ -55,8 +55,9 @@ def edge_names(
     what crossed, by ``(source, target, kind)``; ``origin`` says which drawn node each
     walked node went to (None: not drawn; one it leaves out, or None for all: drawn as
     itself), ``stood_for`` which walked nodes of a folded run of blocks are drawn by the
-    first block's (an edge between two of them is the first block's to name). Empty for a
-    graph with no names."""
+    first block's (an edge between two of them is the first block's to name). A name on
+    several edges leaving one node is on the first of them only. Empty for a graph with no
+    names."""
     if not walked.modules:
         return {}
     named = walked.derived("port_sources", lambda: _port_sources(walked))
@@ -77,7 +78,18 @@ def edge_names(
         names = _crossing_names(tensor, nodes[source_id].module, nodes[target_id].module, boxes.get(s), boxes.get(t))
         if names is not None:
             found.setdefault((s, t, kind), []).append(names)
-    return {key: _merged(each) for key, each in found.items()}
+    merged = {key: _merged(each) for key, each in found.items()}
+    # A name on several edges leaving one node is said on the first of them only, each keeping
+    # its tooltip: a rotary embedding's output[0] and output[1] each go to two products of each
+    # attention, and their labels, side by side on edges that leave together, were drawn over
+    # one another.
+    said: set[tuple[str, str, str]] = set()
+    for key, edge in merged.items():
+        if edge.head or edge.tail:
+            if (key[0], edge.tail, edge.head) in said:
+                merged[key] = edge._replace(head="", tail="")
+            said.add((key[0], edge.tail, edge.head))
+    return merged
 
 
 def _port_sources(walked: AutogradGraph) -> dict[str, Node]:
