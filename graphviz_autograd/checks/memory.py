@@ -749,25 +749,24 @@ def measure_memory(
     # call, the GPU's own time: waiting for the GPU before and after each call (each of a block's
     # children's too) leaves it idle while the next kernels are launched, which made GPT-2's blocks
     # (8x1024 tokens, H200) read a fifth longer than their forward takes again in backward.
-    timings = [("first", forward_times), ("second", forward_times)]
-    if cuda:
-        timings += [("third", launch_times), ("fourth", launch_times)]
+    timings = [("first", False), ("second", False)] + ([("third", True), ("fourth", True)] if cuda else [])
     # In those two, the whole forward: the CPU's time to launch it, and its time till the GPU is done.
     launched, done = math.inf, math.inf
     step_time = math.inf  # the first two steps' on ``clock``
-    for which, kept_times in timings:
+    for which, launching in timings:
         times: dict[str, float] = {}
         plain_started, on_clock = time.perf_counter(), clock()
-        if kept_times is launch_times:
+        if launching:
             timer = _module_timer(model, lambda: None, times, clock)
         else:
             timer = _module_timer_on_gpu(model, times) if cuda else _module_timer(model, runner.synchronize, times, clock)
-        with timer, _whole_forward(model if kept_times is launch_times else None, runner.synchronize, clock) as spans:
+        with timer, _whole_forward(model if launching else None, runner.synchronize, clock) as spans:
             runner.step(f"the {which} step timing each module")
         for launch, finished in spans:
             launched, done = min(launched, launch), min(done, finished)
         plain = min(plain, time.perf_counter() - plain_started)
-        if kept_times is forward_times:
+        kept_times = launch_times if launching else forward_times
+        if not launching:
             step_time = min(step_time, clock() - on_clock)
         for path, seconds in times.items():
             kept_times[path] = min(kept_times.get(path, math.inf), seconds)
