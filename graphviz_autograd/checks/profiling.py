@@ -627,10 +627,13 @@ class StepRunner:
                 f"the traceback."
             ) from error
 
-    def step(self, name: str, *, marked: bool = False) -> tuple[_Marks, float, Any]:
-        """One step; returns its marks, its wall time and its loss (or outputs)."""
+    def step(self, name: str, *, marked: bool = False, wait: bool = True) -> tuple[_Marks, float, Any]:
+        """One step; returns its marks, its wall time and its loss (or outputs). The CPU waits for
+        the device after each phase, unless ``wait`` is false: then it runs on as in a training
+        loop, launching backward while the GPU still runs the forward, and its wall time leaves
+        out what the device has still to do."""
         self.clear_grads()
-        sync = self.synchronize
+        sync = self.synchronize if wait else (lambda: None)
         started = time.perf_counter()
         base = _next_sequence_nr()
         with _range(_FORWARD, marked):
