@@ -240,8 +240,9 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
         print(f"a plain step's allocator peak: {format_bytes(int(torch.cuda.max_memory_allocated()))}")
     tracked = memtracker_split(model, inputs, loss, optimizer)
     print("MemTracker: " + (tracked if tracked is not None else "not in this torch"))
-    per_call, per_saved = memory.checkpoint_rates
-    print(f"a checkpoint's own cost: {per_call * 1e6:.0f} us a call, {per_saved * 1e6:.1f} us a tensor saved")
+    rates = memory.checkpoint_rates
+    print(f"a checkpoint's own cost: {rates.per_call * 1e6:.0f} us a call, {rates.per_saved * 1e6:.1f} us a tensor saved "
+          f"(in the forward {rates.forward_per_call * 1e6:.0f} and {rates.forward_per_saved * 1e6:.1f} us)")
     print(f"measuring memory: {memory.measure_time / memory.plain_step_time:.2f} times a plain step "
           f"({memory.measure_time:.2f} s over {memory.plain_step_time:.3f} s)")
     for target in targets:
@@ -263,6 +264,9 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"(median of {rounds} rounds' differences{f', each side the fastest of {repeats}' if repeats > 1 else ''}; median steps {plain:.3f} s -> {checkpointed:.3f} s): "
               f"measured/predicted {_verdict(extra, plan.extra_time, differences)}")
         print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
+        if device.startswith("cuda"):
+            print("  the GPU's queue under each checkpoint (from its forward to backward, then to the end): " + ", ".join(
+                f"{m.path} {m.backlog[0] * 1e3:.2f} and {m.backlog[1] * 1e3:.2f} ms" for m in plan.modules))
         if plan.extra_share is not None:
             print(f"  as a share of a plain step (read on the same clock where the plan was made, {plan.step_time:.3f} s, "
                   f"and in each round, which a machine whose speed drifts moves alike): predicted {100 * plan.extra_share:.1f}%, "

@@ -140,8 +140,11 @@ def test_a_checkpoints_own_cost_is_measured_and_counted_per_call_and_per_tensor_
     # less, as the step's input needs no gradient): counted here by hooks of our own.
     model, profile = wide
     memory = profile.memory
-    per_call, per_saved = memory.checkpoint_rates
+    rates = memory.checkpoint_rates
+    per_call, per_saved = rates.per_call, rates.per_saved
     assert per_call > 0 and per_saved >= 0
+    # The checkpoint's call is paid in the forward; it is part of the whole.
+    assert rates.forward_per_call > 0 and rates.own(4)[1] <= rates.own(4)[0]
     x = torch.randn(512, 32)
     saves = {f"blocks.{k}": saves_in(model, f"blocks.{k}", x) for k in range(4)}
     assert saves["blocks.1"] >= 4
@@ -436,6 +439,22 @@ def test_on_cuda_the_peak_is_the_allocators():
     assert memory.modules and all(m.cost >= m.forward_time for m in memory.modules)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_a_busy_gpus_queue_hides_a_checkpoints_cpu_work():
+    # Six large matrix products a block: the GPU takes milliseconds over each, the CPU
+    # microseconds to launch it, so from the second block on the GPU has work queued, and a
+    # checkpoint's own CPU work (under a millisecond) runs while the GPU works through it.
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4096, 4096), nn.Tanh()) for _ in range(6)]).cuda()
+    x = torch.randn(8192, 4096, device="cuda")
+    memory = profile_step(model, x, steps=1).memory
+    assert not any("bound by launching" in note for note in memory.notes)
+    later = [m for m in memory.modules if m.path in ("2", "3", "4")]
+    assert len(later) == 3
+    assert all(m.backlog[0] > 0 and m.backlog[1] > 0 for m in later)
+    assert all(m.overhead == 0 and m.cost == m.forward_time for m in later)
+
+
 def test_the_profile_command_prints_the_peak_and_the_advice_and_writes_them_in_its_json():
     from click.testing import CliRunner
 
@@ -529,6 +548,132 @@ def test_on_cuda_each_modules_forward_time_is_read_from_events_recorded_around_i
     assert now[0] == 8.0
 
 
+class _Queue:
+    """A stand-in GPU: work runs in the order launched, each piece once the CPU has launched it
+    and the GPU is done with the last; the CPU's clock moves only where a test moves it."""
+
+    def __init__(self) -> None:
+        self.cpu, self.free = 0.0, 0.0
+
+    def launch(self, work: float) -> None:
+        self.free = max(self.free, self.cpu) + work
+
+    def reached(self) -> float:  # when the GPU reaches an event recorded now
+        return max(self.free, self.cpu)
+
+    def wait(self) -> None:
+        self.cpu = self.reached()
+
+
+class _Launching(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, stage):
+        ctx.stage = stage
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        queue, (_, _, cpu, gpu) = ctx.stage
+        queue.cpu += cpu
+        queue.launch(gpu)
+        return grad, None
+
+
+class _Stage(nn.Module):
+    """A module whose forward and backward each take the CPU some time to launch some GPU work."""
+
+    def __init__(self, queue: _Queue, cpu_forward: float, gpu_forward: float, cpu_backward: float, gpu_backward: float):
+        super().__init__()
+        self.stage = (queue, (cpu_forward, gpu_forward, cpu_backward, gpu_backward))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        queue, (cpu, gpu, _, _) = self.stage
+        queue.cpu += cpu
+        queue.launch(gpu)
+        return _Launching.apply(x, self.stage)
+
+
+def _queued_events(monkeypatch, queue: _Queue) -> None:
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = None
+
+        def record(self) -> None:
+            self.at = queue.reached()
+
+        def elapsed_time(self, end: "Event") -> float:
+            return (end.at - self.at) * 1e3  # milliseconds, as CUDA's
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+
+
+def test_on_cuda_the_gpus_queue_is_read_where_each_module_starts_where_backward_reaches_it_and_at_the_end(monkeypatch):
+    from graphviz_autograd.checks import memory as checks_memory
+
+    queue = _Queue()
+    _queued_events(monkeypatch, queue)
+    # The GPU's forward work outlasts the CPU's launching; the middle stage's backward is long
+    # CPU work (the GPU runs dry there); each stage's backward is launched after its gradient.
+    model = nn.Sequential(_Stage(queue, 1, 3, 1, 3), _Stage(queue, 1, 1, 8, 1), _Stage(queue, 1, 3, 1, 3))
+    found: list = []
+    with checks_memory._gpu_backlog(model, found, queue.wait, clock=lambda: queue.cpu):
+        model(torch.ones(2, requires_grad=True)).sum().backward()
+    [backlog] = found
+    # Marks: forward 0, 1, 2 at CPU 0, 1, 2; backward reaches 2, 1, 0 at 3, 4, 12; the end at 13.
+    # The GPU is done with 4, 5, 8 of forward work there; 11 and 13 of backward's.
+    assert backlog.lags == (0.0, 3.0, 3.0, 5.0, 7.0, 1.0, 3.0)
+    assert backlog.forward_at == {"0": 0, "1": 1, "2": 2}
+    assert backlog.backward_at == {"2": 3, "1": 4, "0": 5}
+    # From a module's forward to backward reaching it, then to the end: the least queue of each.
+    assert backlog.hidden(["2"]) == (3.0, 1.0)
+    assert backlog.hidden(["0"]) == (0.0, 1.0)
+    assert backlog.hidden(["1", "2"]) == (3.0, 1.0)  # a run: from its first forward to backward reaching its last block
+    assert backlog.hidden(["absent"]) == (0.0, 0.0)
+    # The hooks are gone: another step records nothing.
+    model(torch.ones(2, requires_grad=True)).sum().backward()
+    assert len(found) == 1 and len(backlog.lags) == 7
+
+
+def test_a_gpus_queue_that_hides_the_checkpoints_cpu_work_leaves_the_recompute_alone_as_its_cost(monkeypatch):
+    # On a CPU there is no queue: a checkpoint costs its forward and its own work. Where the GPU
+    # had work queued all along, more than that CPU work, the recompute's time is all it adds.
+    from graphviz_autograd.checks import memory as checks_memory
+
+    candidates = checks_memory._candidates
+    queued: list = []
+
+    def with_queue(*args):
+        return candidates(*args[:-1], queued)
+
+    monkeypatch.setattr(checks_memory, "_candidates", with_queue)
+    plain = {m.path: m for m in wide_profile(OneWideBlock()).memory.modules}
+    assert all(m.overhead > 0 and m.backlog == (0.0, 0.0) for m in plain.values())
+    paths = [p for p, _ in OneWideBlock().named_modules() if p]
+    at = {p: k for k, p in enumerate(paths)}
+    queued.append(checks_memory._GpuBacklog((10.0,) * (2 * len(paths) + 1), at, {p: len(paths) + k for p, k in at.items()}))
+    hidden = {m.path: m for m in wide_profile(OneWideBlock()).memory.modules}
+    assert hidden.keys() == plain.keys()
+    assert all(m.overhead == 0 and m.backlog == (10.0, 10.0) for m in hidden.values())
+
+
+def test_a_step_that_runs_on_waits_for_the_device_only_where_asked(monkeypatch):
+    # The steps reading events on CUDA run as in a training loop: the CPU launches backward while
+    # the GPU still runs the forward, so what the GPU has queued is a training loop's.
+    from graphviz_autograd.checks.profiling import StepRunner, step_forward
+
+    model = nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    runner = StepRunner(model, step_forward("profile_step", model, x, lambda out: out.sum(), None),
+                        torch.optim.SGD(model.parameters(), lr=0.1), x)
+    waits = []
+    monkeypatch.setattr(runner, "synchronize", lambda: waits.append(1))
+    runner.step("waiting")
+    assert len(waits) == 3  # after the forward, the backward and the optimizer's step
+    waits.clear()
+    runner.step("running on", wait=False)
+    assert waits == [] and model.weight.grad is not None
+
+
 def test_the_cost_of_measuring_memory_counts_all_its_work(monkeypatch):
     # The timing steps, the checkpoint's rates and the memory step are all work that memory=True
     # adds: a slow measurement of the rates shows in what measuring memory is said to cost.
@@ -536,7 +681,7 @@ def test_the_cost_of_measuring_memory_counts_all_its_work(monkeypatch):
 
     def slow_rates(*_, **__):
         time.sleep(0.3)
-        return 0.0, 0.0
+        return memory_module.CheckpointRates()
 
     monkeypatch.setattr(memory_module, "checkpoint_cost", slow_rates)
     memory = wide_profile(OneWideBlock()).memory

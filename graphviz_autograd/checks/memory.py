@@ -21,10 +21,14 @@ Two plain steps before it time each module's forward pass (hooks before and afte
 call; the faster of its two times), the time a ``torch.utils.checkpoint`` of it would spend
 again in backward: in the process's CPU time on a CPU with torch on one thread, which other
 work on a busy machine does not add to, else in wall time (:func:`forward_clock`); on CUDA,
-the GPU's time between events recorded before and after each call. On CUDA two more steps
-time the CPU's launching of each forward, and of the whole forward against the GPU's being
-done with it: a step whose GPU waits on the CPU gets a note, since there a checkpoint's own
-Python work adds to the step.
+the GPU's time between events recorded before and after each call. Those two steps run there
+as a training loop runs them, nothing waiting for the GPU between forward and backward, and
+also read how much work the GPU had queued where each module's forward starts, where backward
+reaches it, and at the step's end: CPU work a checkpoint adds while the GPU has work queued
+delays nothing (:func:`checkpoint_extra_time`). On CUDA two more steps time the CPU's
+launching of each forward, and of the whole forward against the GPU's being done with it: a
+step whose GPU waits on the CPU gets a note, since there a checkpoint's own Python work adds
+to the step.
 :meth:`StepMemory.advice` picks the modules whose saved tensors, dropped, bring the peak
 under a target, and :meth:`CheckpointPlan.apply` wraps them (and undoes it).
 
@@ -40,7 +44,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from ..errors import OptionError
 from ..graph.autograd_graph import AutogradGraph, module_of_call
@@ -68,6 +72,58 @@ WALL_TIME = "wall time"
 LAUNCH_BOUND = 0.8
 
 
+class CheckpointRates(NamedTuple):
+    """What a checkpoint costs a step beyond the forward it runs again (:func:`checkpoint_cost`):
+    per call, and per tensor saved inside it; and of that, what the forward pays (the
+    checkpoint's call and its hooks packing each saved tensor), the rest being backward's."""
+
+    per_call: float = 0.0
+    per_saved: float = 0.0
+    forward_per_call: float = 0.0
+    forward_per_saved: float = 0.0
+
+    def own(self, saved: float) -> tuple[float, float]:
+        """A checkpoint's own work, whole and the forward's part, around a run saving ``saved`` tensors.
+
+        >>> CheckpointRates(5.0, 1.0, 2.0, 0.5).own(4)
+        (9.0, 4.0)
+        """
+        whole = self.per_call + self.per_saved * saved
+        return whole, min(self.forward_per_call + self.forward_per_saved * saved, whole)
+
+
+def checkpoint_extra_time(forward: float, launch: float, own: float, own_forward: float,
+                          backlog: tuple[float, float] = (0.0, 0.0)) -> float:
+    """The time a checkpoint adds to a step: the larger of what it adds to the device's work and
+    what the CPU's added work delays it by.
+
+    ``forward`` is the module's forward time on the device (the recompute's work), ``launch``
+    the CPU's time to launch it (on a CPU, the forward itself), ``own`` the checkpoint's own CPU
+    work, ``own_forward`` its part in the forward; ``backlog`` the least work the GPU had queued
+    (:attr:`ModuleMemory.backlog`) from the module's forward to where backward reaches it, and
+    from there to the step's end. CPU work done while the GPU has a queue delays nothing till the
+    queue runs dry: the forward's part costs what it outlasts the first stretch's queue by, plus
+    the recompute; the whole CPU work what it outlasts the second's by.
+
+    On a CPU (no queue), the forward again and the checkpoint's own work:
+
+    >>> checkpoint_extra_time(10.0, 10.0, 2.0, 0.5)
+    12.0
+
+    A GPU with a long queue hides the CPU's work: the recompute's time on the GPU alone.
+
+    >>> checkpoint_extra_time(1.0, 0.6, 1.5, 0.5, backlog=(3.0, 3.0))
+    1.0
+
+    A GPU waiting on the CPU: the forward's part of the checkpoint's work delays the GPU there,
+    and all of the CPU's work adds where backward's launching is the longer.
+
+    >>> checkpoint_extra_time(1.0, 0.6, 1.5, 0.5), checkpoint_extra_time(1.0, 0.6, 1.5, 0.5, backlog=(0.0, 1.0))
+    (2.1, 1.5)
+    """
+    return max(forward, own_forward + forward - backlog[0], launch + own - backlog[1])
+
+
 @dataclass(frozen=True)
 class ModuleMemory:
     """What checkpointing one module, or one run of consecutive alike blocks, would change: the
@@ -89,10 +145,14 @@ class ModuleMemory:
     # What a checkpoint adds to a step beyond the forward it runs again: its call, and its hooks
     # on each tensor the module saves (packed in the forward, packed again and unpacked in the
     # recompute), by the rates :func:`checkpoint_cost` measured on the step's device. On CUDA the
-    # CPU launches the recompute's kernels while the GPU runs them, so what is added is the
-    # longer of the GPU's forward and the CPU's launching with that overhead. Small beside a
+    # CPU launches the recompute's kernels while the GPU runs them, and the CPU's work goes on
+    # while the GPU still has queued work: see :func:`checkpoint_extra_time`. Small beside a
     # large model's forward; most of a small one's on a GPU, where launching is the work.
     overhead: float = 0.0
+    # On CUDA, the least the GPU lagged behind the CPU (seconds of queued work) from this
+    # module's forward to where backward reached it, and from there to the step's end: the
+    # CPU work a checkpoint adds in each stretch that the GPU's queue hides (0 where unknown).
+    backlog: tuple[float, float] = (0.0, 0.0)
 
     @property
     def cost(self) -> float:
@@ -102,14 +162,15 @@ class ModuleMemory:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
                 "forward_time": self.forward_time, "overhead": self.overhead, "saved": [list(s) for s in self.saved],
-                "backward": list(self.backward)}
+                "backward": list(self.backward), "backlog": list(self.backlog)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModuleMemory":
         return cls(data["path"], data["type_name"], data["saved_at_peak"], data["forward_time"],
                    tuple((float(a), float(b), float(c)) for a, b, c in data.get("saved", ())),
                    (float(data.get("backward", (0, 0))[0]), float(data.get("backward", (0, 0))[1])),
-                   float(data.get("overhead", 0.0)))
+                   float(data.get("overhead", 0.0)),
+                   (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1])))
 
     def dropped_at(self, when: float) -> float:
         """The bytes a checkpoint of this module would not hold at ``when`` (seconds from the step's
@@ -364,8 +425,8 @@ class StepMemory:
     # The clock of the modules' forward times (:func:`forward_clock`).
     clock: str = WALL_TIME
     # What a checkpoint costs beyond its recompute on this device, by that clock: per call, and
-    # per tensor saved inside it (:func:`checkpoint_cost`).
-    checkpoint_rates: tuple[float, float] = (0.0, 0.0)
+    # per tensor saved inside it, and the forward's part of each (:func:`checkpoint_cost`).
+    checkpoint_rates: CheckpointRates = CheckpointRates()
 
     def activations_by_module(self) -> list[tuple[str, float]]:
         """``(module path, bytes)`` saved for backward and alive at the peak, submodules'
@@ -500,7 +561,7 @@ class StepMemory:
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
             step_time=data.get("step_time", 0.0),
             notes=tuple(data.get("notes", ())), clock=data.get("clock", WALL_TIME),
-            checkpoint_rates=tuple(float(v) for v in data.get("checkpoint_rates", (0.0, 0.0)))[:2],  # type: ignore[arg-type]
+            checkpoint_rates=CheckpointRates(*(float(v) for v in data.get("checkpoint_rates", ())[:4])),
             timeline_kinds=tuple(tuple(float(v) for v in k) for k in data.get("timeline_kinds", ())),
             saved_by_node={n: tuple((float(a), float(b), float(c)) for a, b, c in saved)
                            for n, saved in data.get("saved_by_node", {}).items()},
@@ -753,6 +814,7 @@ def measure_memory(
     # In those two, the whole forward: the CPU's time to launch it, and its time till the GPU is done.
     launched, done = math.inf, math.inf
     step_time = math.inf  # the first two steps' on ``clock``
+    backlogs: list[_GpuBacklog] = []
     for which, launching in timings:
         times: dict[str, float] = {}
         plain_started, on_clock = time.perf_counter(), clock()
@@ -760,8 +822,11 @@ def measure_memory(
             timer = _module_timer(model, lambda: None, times, clock)
         else:
             timer = _module_timer_on_gpu(model, times) if cuda else _module_timer(model, runner.synchronize, times, clock)
-        with timer, _whole_forward(model if launching else None, runner.synchronize, clock) as spans:
-            runner.step(f"the {which} step timing each module")
+        # On CUDA the steps reading events run as in a training loop, nothing waiting for the GPU
+        # between the forward and backward, and measure how far the GPU lags behind the CPU.
+        with timer, _whole_forward(model if launching else None, runner.synchronize, clock) as spans, \
+                _gpu_backlog(model if cuda and not launching else None, backlogs, runner.synchronize):
+            runner.step(f"the {which} step timing each module", wait=launching or not cuda)
         for launch, finished in spans:
             launched, done = min(launched, launch), min(done, finished)
         plain = min(plain, time.perf_counter() - plain_started)
@@ -770,7 +835,7 @@ def measure_memory(
             step_time = min(step_time, clock() - on_clock)
         for path, seconds in times.items():
             kept_times[path] = min(kept_times.get(path, math.inf), seconds)
-    rates = checkpoint_cost(device, runner.synchronize, clock) if model is not None else (0.0, 0.0)
+    rates = checkpoint_cost(device, runner.synchronize, clock) if model is not None else CheckpointRates()
     # The whole forward, GPU's time and the CPU's to launch it: where they are alike the GPU waits
     # on the CPU, and a checkpoint's own work (Python, per call and per tensor saved, in the forward
     # and again in backward) adds to the step rather than running under the GPU's.
@@ -917,7 +982,7 @@ def measure_memory(
         if node_id is not None:
             node_saves[node_id] = node_saves.get(node_id, 0) + count
     modules = _candidates(graph, model, alive_storages, lifetimes, module_inputs, module_outputs, forward_times,
-                          node_saves, rates, launch_times)
+                          node_saves, rates, launch_times, backlogs)
     timeline = _thinned(points, begin, phase_at)
     saved_by_node: dict[str, list[tuple[float, float, float]]] = {}
     for saver, nbytes, packed_s, read_s, _ in lifetimes.values():
@@ -1003,19 +1068,21 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
                 lifetimes: Mapping[int, tuple[Optional[str], float, float, float, Optional[float]]],
                 inputs: Mapping[str, set[int]], outputs: Mapping[str, set[int]],
                 forward_times: Mapping[str, float], node_saves: Mapping[str, float] = {},
-                rates: tuple[float, float] = (0.0, 0.0),
-                launch_times: Mapping[str, float] = {}) -> tuple[ModuleMemory, ...]:
+                rates: Optional[CheckpointRates] = None,
+                launch_times: Mapping[str, float] = {},
+                backlogs: Sequence[_GpuBacklog] = ()) -> tuple[ModuleMemory, ...]:
     """Each module (not the model) and each run of two or more consecutive blocks of a list of
     alike blocks (``transformer.h.0-5``) whose nodes saved bytes alive at the peak, most first.
     The storages a checkpoint keeps are left out: a module's inputs and outputs; a run's inputs
     from outside it (its first block's, and what every block is given alike, such as a mask)
     and its last block's outputs. A run's forward time is its blocks' (each measured). Its
-    overhead is that of one checkpoint (``rates``: per call, per tensor saved) saving what its
-    blocks' nodes save (``node_saves``), with the CPU's time to launch the forward again
-    (``launch_times``, on CUDA; a module without one, its forward time), less the forward time:
-    on CUDA the CPU's work and the GPU's overlap, and the recompute costs the longer of the two."""
+    overhead is what :func:`checkpoint_extra_time` adds to its forward time, for one checkpoint
+    (``rates``) saving what its blocks' nodes save (``node_saves``), with the CPU's time to launch
+    the forward again (``launch_times``, on CUDA; a module without one, its forward time) and
+    the GPU's queue in each step of ``backlogs`` (the least of them), none on a CPU."""
     if model is None:
         return ()
+    rates = rates or CheckpointRates()
     types = {path: type(m).__name__ for path, m in model.named_modules()}
     module_of = _module_of_node(graph)
     inside: dict[str, list[int]] = {}  # module path -> the storages its nodes saved (its submodules' included)
@@ -1054,22 +1121,28 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
             if first_read is not None:
                 window = [min(window[0], first_read), max(window[1], read)]
         forward = sum(forward_times[m] for m in members)
-        on_cpu = sum(launch_times.get(m, forward_times[m]) for m in members) + rates[0] + rates[1] * sum(saves.get(m, 0) for m in members)
+        launch = sum(launch_times.get(m, forward_times[m]) for m in members)
+        own, own_forward = rates.own(sum(saves.get(m, 0) for m in members))
+        hidden = [backlog.hidden(members) for backlog in backlogs]
+        queued = (min(h[0] for h in hidden), min(h[1] for h in hidden)) if hidden else (0.0, 0.0)
+        extra = checkpoint_extra_time(forward, launch, own, own_forward, queued)
         rows.append(ModuleMemory(path, type_name, saved, forward, tuple(sorted(intervals)),
-                                 (window[0], window[1]) if window[0] <= window[1] else (0.0, 0.0), max(on_cpu - forward, 0.0)))
+                                 (window[0], window[1]) if window[0] <= window[1] else (0.0, 0.0), extra - forward, queued))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
 
 
 def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callable[[], float],
-                    repeats: int = 15) -> tuple[float, float]:
+                    repeats: int = 15) -> CheckpointRates:
     """What a checkpoint applied as :func:`apply_checkpointing` applies it costs a step on
-    ``device`` beyond the forward it runs again: per call, and per tensor saved inside it.
+    ``device`` beyond the forward it runs again: per call, and per tensor saved inside it; and
+    the forward's part of that.
 
     Measured on two tiny modules, chains of one and of nine ``tanh`` (each saves one tensor),
-    each step (forward and backward) taken plain, checkpointed, and its forward alone, the
-    fastest of ``repeats`` each (other work only ever adds to a time): the checkpointed step less
-    the plain one and the forward is the overhead, and the two chains give its two rates. On a
+    each step (forward and backward) taken plain and checkpointed, and its forward alone, plain
+    and checkpointed, the fastest of ``repeats`` each (other work only ever adds to a time): the
+    checkpointed step less the plain one and the forward is the overhead, the checkpointed
+    forward less the plain one the forward's part, and the two chains give the rates. On a
     large model it is a sliver of the recompute; on a small one on a GPU, where the work is
     launching kernels, it is most of what a checkpoint adds (a ResNet-18 on 8 small images: 4 ms
     over 1 ms of recompute)."""
@@ -1094,16 +1167,21 @@ def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callabl
     def forward(holder: Any) -> None:
         holder(leaf * 1.0)
 
-    overheads = []
+    overheads, in_forward = [], []
     lengths = (1, 9)
     for length in lengths:
         holder = nn.Sequential(nn.Sequential(*[nn.Tanh() for _ in range(length)]))
         plain, alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
         with apply_checkpointing(holder, ["0"]):
-            checkpointed = timed(functools.partial(step, holder))
+            checkpointed, checkpointed_alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
         overheads.append(max(checkpointed - plain - alone, 0.0))
-    per_saved = max((overheads[1] - overheads[0]) / (lengths[1] - lengths[0]), 0.0)
-    return max(overheads[0] - per_saved * lengths[0], 0.0), per_saved
+        in_forward.append(max(checkpointed_alone - alone, 0.0))
+
+    def rates(costs: list[float]) -> tuple[float, float]:
+        per_saved = max((costs[1] - costs[0]) / (lengths[1] - lengths[0]), 0.0)
+        return max(costs[0] - per_saved * lengths[0], 0.0), per_saved
+
+    return CheckpointRates(*rates(overheads), *rates(in_forward))
 
 
 def forward_clock(device_type: str, threads: int) -> tuple[str, Callable[[], float]]:
@@ -1188,6 +1266,97 @@ def _whole_forward(model: Any, synchronize: Callable[[], None], clock: Callable[
             handle.remove()
 
 
+def _cuda_event() -> Any:
+    """A CUDA event recorded now on the current stream, timing enabled."""
+    import torch
+
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+@dataclass(frozen=True)
+class _GpuBacklog:
+    """How far the GPU lagged behind the CPU through one step (:func:`_gpu_backlog`): at each
+    mark, in the CPU's order, the seconds of work the GPU had still queued; the first mark of
+    each module's forward, and of backward reaching it (a gradient for one of its outputs)."""
+
+    lags: tuple[float, ...]
+    forward_at: Mapping[str, int]
+    backward_at: Mapping[str, int]
+
+    def hidden(self, members: Sequence[str]) -> tuple[float, float]:
+        """The least lag from the forward of the first of ``members`` to where backward reaches
+        the first of them, and from there to the step's end; (0, 0) where a mark is missing.
+
+        >>> _GpuBacklog((0.0, 2.0, 3.0, 5.0, 4.0, 1.5), {"a": 1, "b": 2}, {"b": 3, "a": 4}).hidden(["a", "b"])
+        (2.0, 1.5)
+        """
+        reached = [self.backward_at[m] for m in members if m in self.backward_at]
+        if not reached or any(m not in self.forward_at for m in members):
+            return (0.0, 0.0)
+        begin, middle = min(self.forward_at[m] for m in members), min(reached)
+        if middle < begin:
+            return (0.0, 0.0)
+        return min(self.lags[begin:middle + 1]), min(self.lags[middle:])
+
+
+@contextlib.contextmanager
+def _gpu_backlog(model: Any, found: list[_GpuBacklog], synchronize: Callable[[], None],
+                 clock: Callable[[], float] = time.perf_counter) -> Iterator[None]:
+    """How far the GPU lags behind the CPU through the step run in the block, added to ``found``.
+
+    A CUDA event is recorded on the stream, with the CPU's time by ``clock``, where each of
+    ``model``'s modules' calls starts, where backward reaches each module (a hook on its
+    outputs' gradients) and at the step's end; once it is done, each event's time on the GPU,
+    from one recorded when the GPU was idle at the start, less the CPU's, is the work it had
+    queued there. Nothing waits for the GPU inside the step."""
+    if model is None:
+        yield
+        return
+    from ..capture.naming import named_tensors
+
+    marks: list[tuple[str, str, float, Any]] = []
+    hooks: list[Any] = []
+
+    def mark(kind: str, path: str) -> None:
+        marks.append((kind, path, clock(), _cuda_event()))
+
+    def before(path: str, module: Any, *args: Any) -> None:
+        mark("forward", path)
+
+    def after(path: str, module: Any, args: Any, output: Any) -> None:
+        reached = [False]
+
+        def on_gradient(_: Any) -> None:
+            if not reached[0]:
+                reached[0] = True
+                mark("backward", path)
+
+        for _, tensor in named_tensors(output):
+            if tensor.requires_grad:
+                with contextlib.suppress(RuntimeError):
+                    hooks.append(tensor.register_hook(on_gradient))
+
+    synchronize()
+    start, began = _cuda_event(), clock()
+    try:
+        with _around_each_call(model, before, after):
+            yield
+        mark("end", "")
+    finally:
+        for hook in hooks:
+            hook.remove()
+    synchronize()
+    forward_at: dict[str, int] = {}
+    backward_at: dict[str, int] = {}
+    for k, (kind, path, _, _) in enumerate(marks):
+        if kind != "end":
+            (forward_at if kind == "forward" else backward_at).setdefault(path, k)
+    found.append(_GpuBacklog(tuple(max(start.elapsed_time(event) / 1e3 - (at - began), 0.0) for _, _, at, event in marks),
+                             forward_at, backward_at))
+
+
 @contextlib.contextmanager
 def _module_timer_on_gpu(model: Any, times: dict[str, float]) -> Iterator[None]:
     """Each module's forward time on the GPU (all its calls summed): the time between CUDA events
@@ -1201,18 +1370,13 @@ def _module_timer_on_gpu(model: Any, times: dict[str, float]) -> Iterator[None]:
     started: dict[int, list[Any]] = {}
     spans: list[tuple[str, Any, Any]] = []
 
-    def recorded() -> Any:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
     def before(path: str, module: Any, *args: Any) -> None:
-        started.setdefault(id(module), []).append(recorded())
+        started.setdefault(id(module), []).append(_cuda_event())
 
     def after(path: str, module: Any, *args: Any) -> None:
         stack = started.get(id(module))
         if stack:
-            spans.append((path, stack.pop(), recorded()))
+            spans.append((path, stack.pop(), _cuda_event()))
 
     with _around_each_call(model, before, after):
         yield
