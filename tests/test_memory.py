@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from graphviz_autograd import OptionError, StepProfile, make_dot, profile_step
-from graphviz_autograd.checks.memory import CPU_TIME, KINDS, WALL_TIME, StepMemory, apply_checkpointing, parse_target
+from graphviz_autograd.checks.memory import CPU_TIME, KINDS, WALL_TIME, ModuleMemory, StepMemory, apply_checkpointing, parse_target
 
 
 class MLP(nn.Module):
@@ -546,6 +546,53 @@ def test_on_cuda_each_modules_forward_time_is_read_from_events_recorded_around_i
     assert waits == [8.0]  # once, after the step, to read the events
     model(torch.ones(1, 2))  # its hooks are gone
     assert now[0] == 8.0
+
+
+class Looped(nn.Module):
+    """One residual MLP cell called six times on its own output, as a recurrent cell is, then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = MLP(32, 512)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(6):
+            x = self.cell(x)
+        return self.head(x)
+
+
+def test_a_module_called_in_a_loop_drops_its_other_calls_tensors_while_backward_remakes_one_calls():
+    # A checkpoint of the cell remakes one call's tensors at a time in backward; the other calls'
+    # stay dropped. Counting the whole stretch of backward over all six calls as remade, the
+    # advice found the cell of no use, and the target out of reach.
+    torch.manual_seed(0)
+    model, x, labels = Looped(), torch.randn(256, 32), torch.randint(0, 10, (256,))
+
+    def loss(out):
+        return nn.functional.cross_entropy(out, labels)
+
+    memory = profile_step(model, x, loss=loss, steps=1).memory
+    cell = next(m for m in memory.modules if m.path == "cell")
+    assert len(cell.backward) == 6 and {call for *_, call in cell.saved} == set(range(6))
+    rates = memory.checkpoint_rates
+    # Six checkpoint calls, each paid for.
+    assert cell.overhead == pytest.approx(rates.own(saves_in(model, "cell", x), calls=6)[0])
+    plan = memory.advice(0.6)
+    assert plan.reached and plan.paths == ("cell",)
+    with plan.apply(model):
+        after = profile_step(model, x, loss=loss, steps=1).memory
+    assert after.peak < 0.6 * memory.peak
+    assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
+
+
+def test_a_candidate_written_before_calls_were_told_apart_reads_as_one_call():
+    old = {"path": "blocks.0", "type_name": "MLP", "saved_at_peak": 4.0, "forward_time": 0.1,
+           "saved": [[0.0, 0.9, 4.0]], "backward": [0.8, 0.9], "overhead": 0.01}
+    module = ModuleMemory.from_dict(old)
+    assert module.saved == ((0.0, 0.9, 4.0, 0),) and module.backward == ((0.8, 0.9),)
+    assert module.dropped_at(0.5) == 4.0 and module.dropped_at(0.85) == 0.0
+    assert ModuleMemory.from_dict(json.loads(json.dumps(module.to_dict()))) == module
 
 
 class _Queue:

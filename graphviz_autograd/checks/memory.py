@@ -82,14 +82,15 @@ class CheckpointRates(NamedTuple):
     forward_per_call: float = 0.0
     forward_per_saved: float = 0.0
 
-    def own(self, saved: float) -> tuple[float, float]:
-        """A checkpoint's own work, whole and the forward's part, around a run saving ``saved`` tensors.
+    def own(self, saved: float, calls: int = 1) -> tuple[float, float]:
+        """A checkpoint's own work, whole and the forward's part, around ``calls`` calls of a module
+        or run that save ``saved`` tensors in all.
 
-        >>> CheckpointRates(5.0, 1.0, 2.0, 0.5).own(4)
-        (9.0, 4.0)
+        >>> CheckpointRates(5.0, 1.0, 2.0, 0.5).own(4), CheckpointRates(5.0, 1.0, 2.0, 0.5).own(4, calls=2)
+        ((9.0, 4.0), (14.0, 6.0))
         """
-        whole = self.per_call + self.per_saved * saved
-        return whole, min(self.forward_per_call + self.forward_per_saved * saved, whole)
+        whole = self.per_call * calls + self.per_saved * saved
+        return whole, min(self.forward_per_call * calls + self.forward_per_saved * saved, whole)
 
 
 def checkpoint_extra_time(forward: float, launch: float, own: float, own_forward: float,
@@ -137,11 +138,13 @@ class ModuleMemory:
     type_name: str
     saved_at_peak: float
     forward_time: float
-    # (seconds from the step's start when saved, when last read in backward, bytes) of each
-    # tensor a checkpoint would drop, and the stretch of backward that reads this module's
-    # saved tensors, when a checkpoint would make them again.
-    saved: tuple[tuple[float, float, float], ...] = ()
-    backward: tuple[float, float] = (0.0, 0.0)
+    # (seconds from the step's start when saved, when last read in backward, bytes, call) of
+    # each tensor a checkpoint would drop, and per call of the module (a module called in a
+    # loop, as a recurrent cell is, has one per call; a run, one per call of its list) the
+    # stretch of backward that reads that call's saved tensors, when a checkpoint would make
+    # them again: ``call`` is its index there (-1: a tensor backward never read).
+    saved: tuple[tuple[float, float, float, int], ...] = ()
+    backward: tuple[tuple[float, float], ...] = ()
     # What a checkpoint adds to a step beyond the forward it runs again: its call, and its hooks
     # on each tensor the module saves (packed in the forward, packed again and unpacked in the
     # recompute), by the rates :func:`checkpoint_cost` measured on the step's device. On CUDA the
@@ -162,22 +165,32 @@ class ModuleMemory:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
                 "forward_time": self.forward_time, "overhead": self.overhead, "saved": [list(s) for s in self.saved],
-                "backward": list(self.backward), "backlog": list(self.backlog)}
+                "backward": [list(w) for w in self.backward], "backlog": list(self.backlog)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModuleMemory":
+        windows = data.get("backward", ())
+        if windows and not isinstance(windows[0], (list, tuple)):  # written before calls were told apart: one stretch
+            windows = [windows]
         return cls(data["path"], data["type_name"], data["saved_at_peak"], data["forward_time"],
-                   tuple((float(a), float(b), float(c)) for a, b, c in data.get("saved", ())),
-                   (float(data.get("backward", (0, 0))[0]), float(data.get("backward", (0, 0))[1])),
+                   tuple((float(s[0]), float(s[1]), float(s[2]), int(s[3]) if len(s) > 3 else 0 if windows else -1)
+                         for s in data.get("saved", ())),
+                   tuple((float(a), float(b)) for a, b in windows),
                    float(data.get("overhead", 0.0)),
                    (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1])))
 
     def dropped_at(self, when: float) -> float:
         """The bytes a checkpoint of this module would not hold at ``when`` (seconds from the step's
-        start): its tensors alive then, unless backward is remaking them for its own use."""
-        if self.backward[0] <= when <= self.backward[1]:
-            return 0.0
-        return sum(size for saved, read, size in self.saved if saved <= when <= read)
+        start): its tensors alive then, but for those of a call whose saved tensors backward is
+        remaking then for its own use (a module called in a loop drops its other calls' still).
+
+        >>> cell = ModuleMemory("cell", "Cell", 6.0, 0.1, ((0.0, 0.9, 2.0, 1), (0.1, 0.8, 2.0, 0), (0.2, 0.7, 2.0, -1)),
+        ...                     ((0.75, 0.8), (0.85, 0.9)))
+        >>> cell.dropped_at(0.5), cell.dropped_at(0.78), cell.dropped_at(0.88)
+        (6.0, 2.0, 0.0)
+        """
+        remade = {k for k, (begin, end) in enumerate(self.backward) if begin <= when <= end}
+        return sum((size for saved, read, size, call in self.saved if saved <= when <= read and call not in remade), 0.0)
 
 
 @dataclass(frozen=True)
@@ -1085,6 +1098,7 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     rates = rates or CheckpointRates()
     types = {path: type(m).__name__ for path, m in model.named_modules()}
     module_of = _module_of_node(graph)
+    calls = {n.id: n.module for n in graph.nodes}  # with call marks: ``cell#3.up``
     inside: dict[str, list[int]] = {}  # module path -> the storages its nodes saved (its submodules' included)
     for key, (node_id, *_rest) in lifetimes.items():
         path = module_of.get(node_id or "", "")
@@ -1092,9 +1106,10 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
             inside.setdefault(path, []).append(key)
             path = path.rpartition(".")[0]
     saves = _by_module(graph, node_saves)  # module path -> the tensors its nodes saved, counted each time
-    # (path, class name, the modules it runs, the storages its checkpoint keeps)
-    wanted: list[tuple[str, str, list[str], set[int]]] = [
-        (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()))
+    # (path, class name, the modules it runs, the storages its checkpoint keeps, how many parts
+    # of a node's module path name one call of it: the module's own, or a run's list's)
+    wanted: list[tuple[str, str, list[str], set[int], int]] = [
+        (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()), path.count(".") + 1)
         for path in inside if path in types and path in forward_times]
     for holder, blocks in _block_lists(list(types.items())).items():
         for i in range(len(blocks)):
@@ -1106,28 +1121,37 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
                 kept = set().union(*(inputs.get(block, set()) for block in run)) - made
                 first, last = run[0].rpartition(".")[2], run[-1].rpartition(".")[2]
                 wanted.append((f"{holder}.{first}-{last}" if holder else f"{first}-{last}",
-                               f"{types[run[0]]} x{len(run)}", run, kept | outputs.get(run[-1], set())))
+                               f"{types[run[0]]} x{len(run)}", run, kept | outputs.get(run[-1], set()),
+                               holder.count(".") + 1 if holder else 0))
     rows = []
-    for path, type_name, members, kept in wanted:
+    for path, type_name, members, kept, depth in wanted:
         keys = [key for member in members for key in inside.get(member, ())]
         saved = sum(alive[key][1] for key in keys if key in alive and key not in kept)
         if saved <= 0:
             continue
-        intervals, window = [], [math.inf, -math.inf]
+        # Per call (the first ``depth`` parts of a node's module path, call marks and all:
+        # ``cell#3``, ``transformer.h``), the stretch of backward that reads its saved tensors.
+        dropped: list[tuple[float, float, float, str]] = []
+        windows: dict[str, tuple[float, float]] = {}
         for key in keys:
-            _, size, packed, read, first_read = lifetimes[key]
+            node_id, size, packed, read, first_read = lifetimes[key]
+            call = ".".join(calls.get(node_id or "", "").split(".")[:depth])
             if key not in kept:
-                intervals.append((packed, read, size))
+                dropped.append((packed, read, size, call))
             if first_read is not None:
-                window = [min(window[0], first_read), max(window[1], read)]
+                begin, end = windows.get(call, (math.inf, -math.inf))
+                windows[call] = (min(begin, first_read), max(end, read))
+        order = sorted(windows, key=lambda call: windows[call])
+        index = {call: k for k, call in enumerate(order)}
+        intervals = tuple(sorted((packed, read, size, index.get(call, -1)) for packed, read, size, call in dropped))
         forward = sum(forward_times[m] for m in members)
         launch = sum(launch_times.get(m, forward_times[m]) for m in members)
-        own, own_forward = rates.own(sum(saves.get(m, 0) for m in members))
+        own, own_forward = rates.own(sum(saves.get(m, 0) for m in members), max(len({d[3] for d in dropped} | set(windows)), 1))
         hidden = [backlog.hidden(members) for backlog in backlogs]
         queued = (min(h[0] for h in hidden), min(h[1] for h in hidden)) if hidden else (0.0, 0.0)
         extra = checkpoint_extra_time(forward, launch, own, own_forward, queued)
-        rows.append(ModuleMemory(path, type_name, saved, forward, tuple(sorted(intervals)),
-                                 (window[0], window[1]) if window[0] <= window[1] else (0.0, 0.0), extra - forward, queued))
+        rows.append(ModuleMemory(path, type_name, saved, forward, intervals, tuple(windows[call] for call in order),
+                                 extra - forward, queued))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
 
