@@ -586,6 +586,39 @@ def test_a_module_called_in_a_loop_drops_its_other_calls_tensors_while_backward_
     assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
 
 
+class TwoPasses(nn.Module):
+    """Three residual MLP blocks, gone over twice, then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([MLP(32, 512) for _ in range(3)])
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(2):
+            for block in self.blocks:
+                x = block(x)
+        return self.head(x)
+
+
+def test_a_run_of_blocks_gone_over_twice_is_remade_one_pass_at_a_time():
+    torch.manual_seed(0)
+    model, x, labels = TwoPasses(), torch.randn(256, 32), torch.randint(0, 10, (256,))
+
+    def loss(out):
+        return nn.functional.cross_entropy(out, labels)
+
+    memory = profile_step(model, x, loss=loss, steps=1).memory
+    runs = [m for m in memory.modules if "-" in m.path]
+    assert runs and all(len(m.backward) == 2 for m in runs)
+    for target in (0.7, 0.5):
+        plan = memory.advice(target)
+        with plan.apply(model):
+            after = profile_step(model, x, loss=loss, steps=1).memory
+        assert plan.reached and after.peak <= plan.target * 1.05
+        assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
+
+
 def test_a_candidate_written_before_calls_were_told_apart_reads_as_one_call():
     old = {"path": "blocks.0", "type_name": "MLP", "saved_at_peak": 4.0, "forward_time": 0.1,
            "saved": [[0.0, 0.9, 4.0]], "backward": [0.8, 0.9], "overhead": 0.01}

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from ..errors import OptionError
-from ..graph.autograd_graph import AutogradGraph, module_of_call
+from ..graph.autograd_graph import CALL_MARK, AutogradGraph, module_of_call
 from ..graph.descriptions import format_bytes, format_seconds
 from ..views.overlays import Overlay
 
@@ -1107,9 +1107,10 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
             path = path.rpartition(".")[0]
     saves = _by_module(graph, node_saves)  # module path -> the tensors its nodes saved, counted each time
     # (path, class name, the modules it runs, the storages its checkpoint keeps, how many parts
-    # of a node's module path name one call of it: the module's own, or a run's list's)
-    wanted: list[tuple[str, str, list[str], set[int], int]] = [
-        (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()), path.count(".") + 1)
+    # of a node's module path name one call of it: the module's own, or a run's list's, and
+    # whether it is a run, one of whose calls is one pass over its blocks)
+    wanted: list[tuple[str, str, list[str], set[int], int, bool]] = [
+        (path, types[path], [path], inputs.get(path, set()) | outputs.get(path, set()), path.count(".") + 1, False)
         for path in inside if path in types and path in forward_times]
     for holder, blocks in _block_lists(list(types.items())).items():
         for i in range(len(blocks)):
@@ -1122,20 +1123,20 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
                 first, last = run[0].rpartition(".")[2], run[-1].rpartition(".")[2]
                 wanted.append((f"{holder}.{first}-{last}" if holder else f"{first}-{last}",
                                f"{types[run[0]]} x{len(run)}", run, kept | outputs.get(run[-1], set()),
-                               holder.count(".") + 1 if holder else 0))
+                               holder.count(".") + 1 if holder else 0, True))
     rows = []
-    for path, type_name, members, kept, depth in wanted:
+    for path, type_name, members, kept, depth, passes in wanted:
         keys = [key for member in members for key in inside.get(member, ())]
         saved = sum(alive[key][1] for key in keys if key in alive and key not in kept)
         if saved <= 0:
             continue
-        # Per call (the first ``depth`` parts of a node's module path, call marks and all:
-        # ``cell#3``, ``transformer.h``), the stretch of backward that reads its saved tensors.
+        # Per call (:func:`_call_key`: ``cell#3``, ``transformer.h``, ``blocks#2`` for a second
+        # pass over a list's blocks), the stretch of backward that reads its saved tensors.
         dropped: list[tuple[float, float, float, str]] = []
         windows: dict[str, tuple[float, float]] = {}
         for key in keys:
             node_id, size, packed, read, first_read = lifetimes[key]
-            call = ".".join(calls.get(node_id or "", "").split(".")[:depth])
+            call = _call_key(calls.get(node_id or "", ""), depth, passes)
             if key not in kept:
                 dropped.append((packed, read, size, call))
             if first_read is not None:
@@ -1154,6 +1155,24 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
                                  extra - forward, queued))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
+
+
+def _call_key(module: str, depth: int, passes: bool) -> str:
+    """Which call of a candidate a node ran in, from its module path with call marks: the path's
+    first ``depth`` parts (a call of the module, or of a run's list, or of one above it); for a
+    run (``passes``), with the call number of the block it ran in, since a model that goes over
+    its blocks twice makes two passes, each one call of the run.
+
+    >>> _call_key("cell#3.up", 1, False), _call_key("blocks.2#2.act", 1, True), _call_key("enc#2.h.0.mlp", 2, True)
+    ('cell#3', 'blocks#2', 'enc#2.h')
+    """
+    parts = module.split(".")
+    key = ".".join(parts[:depth])
+    if passes and len(parts) > depth:
+        _, mark, number = parts[depth].rpartition(CALL_MARK)
+        if mark and number.isdigit():
+            key += mark + number
+    return key
 
 
 def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callable[[], float],
