@@ -619,6 +619,21 @@ def test_a_run_of_blocks_gone_over_twice_is_remade_one_pass_at_a_time():
         assert plan.predicted_peak == pytest.approx(after.peak, rel=0.10)
 
 
+@pytest.mark.parametrize("model", [OneWideBlock, Looped, TwoPasses])
+def test_the_bytes_a_candidate_drops_over_the_timeline_are_those_at_each_moment(model):
+    # The advice replays every candidate over the whole timeline at once; each point must read
+    # as the candidate's drop at that moment, its remade calls left out.
+    torch.manual_seed(0)
+    net = model()
+    x = torch.randn(256, 32)
+    memory = profile_step(net, x, loss=lambda out: out.square().mean(), steps=1).memory
+    times = torch.tensor([t for t, _, _ in memory.timeline], dtype=torch.float64)
+    assert memory.modules
+    for module in memory.modules:
+        expected = torch.tensor([module.dropped_at(float(t)) for t in times], dtype=torch.float64)
+        assert torch.allclose(module.dropped_over(times), expected), module.path
+
+
 def test_a_candidate_written_before_calls_were_told_apart_reads_as_one_call():
     old = {"path": "blocks.0", "type_name": "MLP", "saved_at_peak": 4.0, "forward_time": 0.1,
            "saved": [[0.0, 0.9, 4.0]], "backward": [0.8, 0.9], "overhead": 0.01}
