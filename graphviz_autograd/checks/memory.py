@@ -603,7 +603,7 @@ class StepMemory:
             "peak_phase": self.peak_phase, "at_peak": dict(self.at_peak), "start_bytes": self.start_bytes,
             "timeline": [list(p) for p in self.timeline], "node_activations": dict(self.node_activations),
             "module_activations": dict(self.module_activations),
-            "modules": [m.to_dict() for m in self.modules], "phase_peaks": dict(self.phase_peaks),
+            **_modules_to_dict(self.modules), "phase_peaks": dict(self.phase_peaks),
             "measure_time": self.measure_time, "plain_step_time": self.plain_step_time, "step_time": self.step_time,
             "notes": list(self.notes),
             "clock": self.clock, "checkpoint_rates": list(self.checkpoint_rates),
@@ -619,7 +619,7 @@ class StepMemory:
             peak_phase=data["peak_phase"], at_peak=dict(data["at_peak"]), start_bytes=data["start_bytes"],
             timeline=tuple((float(t), float(b), str(p)) for t, b, p in data["timeline"]),
             node_activations=dict(data["node_activations"]), module_activations=dict(data["module_activations"]),
-            modules=tuple(ModuleMemory.from_dict(m) for m in data["modules"]), phase_peaks=dict(data["phase_peaks"]),
+            modules=_modules_from_dict(data), phase_peaks=dict(data["phase_peaks"]),
             measure_time=data.get("measure_time", 0.0), plain_step_time=data.get("plain_step_time", 0.0),
             step_time=data.get("step_time", 0.0),
             notes=tuple(data.get("notes", ())), clock=data.get("clock", WALL_TIME),
@@ -628,6 +628,37 @@ class StepMemory:
             saved_by_node={n: tuple((float(a), float(b), float(c)) for a, b, c in saved)
                            for n, saved in data.get("saved_by_node", {}).items()},
         )
+
+
+def _modules_to_dict(modules: Sequence[ModuleMemory]) -> dict[str, Any]:
+    """The candidates as JSON: their saved tensors, which runs of blocks repeat (a GPT-2 of 48
+    layers: 432,189 among 1,513 candidates, 17 MB written out each time), once each in
+    ``saved_tensors``, and each candidate's ``saved`` as pairs of an index there and its call.
+
+    >>> one = ModuleMemory("h.0", "Block", 2.0, 0.1, ((0.1, 0.9, 2.0, 0),), ((0.8, 0.9),))
+    >>> run = ModuleMemory("h.0-1", "Block x2", 4.0, 0.2, ((0.1, 0.9, 2.0, 0), (0.2, 0.8, 2.0, 0)), ((0.7, 0.9),))
+    >>> data = _modules_to_dict([one, run])
+    >>> data["saved_tensors"], data["modules"][1]["saved"]
+    ([[0.1, 0.9, 2.0], [0.2, 0.8, 2.0]], [[0, 0], [1, 0]])
+    >>> _modules_from_dict(data) == (one, run)
+    True
+    """
+    index: dict[tuple[float, float, float], int] = {}
+    rows = []
+    for module in modules:
+        row = module.to_dict()
+        row["saved"] = [[index.setdefault((saved, read, size), len(index)), call] for saved, read, size, call in module.saved]
+        rows.append(row)
+    return {"saved_tensors": [list(key) for key in index], "modules": rows}
+
+
+def _modules_from_dict(data: Mapping[str, Any]) -> tuple[ModuleMemory, ...]:
+    """The candidates :func:`_modules_to_dict` wrote, or written whole (before ``saved_tensors``)."""
+    table = data.get("saved_tensors")
+    if table is None:
+        return tuple(ModuleMemory.from_dict(m) for m in data["modules"])
+    return tuple(ModuleMemory.from_dict({**m, "saved": [[*table[k], call] for k, call in m.get("saved", ())]})
+                 for m in data["modules"])
 
 
 def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -> list[tuple[str, float, str]]:
