@@ -441,11 +441,12 @@ def test_on_cuda_the_peak_is_the_allocators():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_a_busy_gpus_queue_hides_a_checkpoints_cpu_work():
-    # Six large matrix products a block: the GPU takes milliseconds over each, the CPU
+    # Six blocks of two large matrix products: the GPU takes milliseconds over each, the CPU
     # microseconds to launch it, so from the second block on the GPU has work queued, and a
-    # checkpoint's own CPU work (under a millisecond) runs while the GPU works through it.
+    # checkpoint's own CPU work (a millisecond or so) runs while the GPU works through it. Each
+    # block's GELU saves the product before it, which a checkpoint of the block drops.
     torch.manual_seed(0)
-    model = nn.Sequential(*[nn.Sequential(nn.Linear(4096, 4096), nn.Tanh()) for _ in range(6)]).cuda()
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 4096)) for _ in range(6)]).cuda()
     x = torch.randn(8192, 4096, device="cuda")
     memory = profile_step(model, x, steps=1).memory
     assert not any("bound by launching" in note for note in memory.notes)
