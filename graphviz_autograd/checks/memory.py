@@ -42,6 +42,7 @@ import contextlib
 import functools
 import math
 import re
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
@@ -1264,25 +1265,29 @@ def _call_key(module: str, depth: int, passes: bool) -> str:
 
 
 def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callable[[], float],
-                    repeats: int = 15) -> CheckpointRates:
+                    repeats: int = 15, fastest_of: int = 3) -> CheckpointRates:
     """What a checkpoint applied as :func:`apply_checkpointing` applies it costs a step on
     ``device`` beyond the forward it runs again: per call, and per tensor saved inside it; and
     the forward's part of that.
 
     Measured on two tiny modules, chains of one and of nine ``tanh`` (each saves one tensor),
     each step (forward and backward) taken plain and checkpointed, and its forward alone, plain
-    and checkpointed, the fastest of ``repeats`` each (other work only ever adds to a time): the
-    checkpointed step less the plain one and the forward is the overhead, the checkpointed
-    forward less the plain one the forward's part, and the two chains give the rates. On a
-    large model it is a sliver of the recompute; on a small one on a GPU, where the work is
-    launching kernels, it is most of what a checkpoint adds (a ResNet-18 on 8 small images: 4 ms
-    over 1 ms of recompute)."""
+    and checkpointed: the checkpointed step less the plain one and the forward is the overhead,
+    the checkpointed forward less the plain one the forward's part, and the two chains give the
+    rates. That is done ``repeats`` times over, each time every timing the fastest of
+    ``fastest_of`` (other work only ever adds to a time), and each rate is the median of its
+    rounds': each round's timings are taken within a few milliseconds, while a machine's speed
+    moves from one second to the next (taking each timing's fastest of 15 instead, a tensor's
+    rate read 0 to 54 µs in six calls in a row on a busy 2-core machine, 14 to 31 µs so). On a
+    large model the overhead is a sliver of the recompute; on a small one on a GPU, where the
+    work is launching kernels, it is most of what a checkpoint adds (a ResNet-18 on 8 small
+    images: 4 ms over 1 ms of recompute)."""
     import torch
     from torch import nn
 
     def timed(call: Callable[[], Any]) -> float:
         best = math.inf
-        for _ in range(repeats):
+        for _ in range(fastest_of):
             synchronize()
             started = clock()
             call()
@@ -1298,21 +1303,24 @@ def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callabl
     def forward(holder: Any) -> None:
         holder(leaf * 1.0)
 
-    overheads, in_forward = [], []
     lengths = (1, 9)
-    for length in lengths:
-        holder = nn.Sequential(nn.Sequential(*[nn.Tanh() for _ in range(length)]))
-        plain, alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
-        with apply_checkpointing(holder, ["0"]):
-            checkpointed, checkpointed_alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
-        overheads.append(max(checkpointed - plain - alone, 0.0))
-        in_forward.append(max(checkpointed_alone - alone, 0.0))
+    holders = [nn.Sequential(nn.Sequential(*[nn.Tanh() for _ in range(length)])) for length in lengths]
 
     def rates(costs: list[float]) -> tuple[float, float]:
-        per_saved = max((costs[1] - costs[0]) / (lengths[1] - lengths[0]), 0.0)
-        return max(costs[0] - per_saved * lengths[0], 0.0), per_saved
+        per_saved = (costs[1] - costs[0]) / (lengths[1] - lengths[0])
+        return costs[0] - per_saved * lengths[0], per_saved
 
-    return CheckpointRates(*rates(overheads), *rates(in_forward))
+    rounds = []
+    for _ in range(repeats):
+        overheads, in_forward = [], []
+        for holder in holders:
+            plain, alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
+            with apply_checkpointing(holder, ["0"]):
+                checkpointed, checkpointed_alone = timed(functools.partial(step, holder)), timed(functools.partial(forward, holder))
+            overheads.append(checkpointed - plain - alone)
+            in_forward.append(checkpointed_alone - alone)
+        rounds.append((*rates(overheads), *rates(in_forward)))
+    return CheckpointRates(*(max(statistics.median(column), 0.0) for column in zip(*rounds)))
 
 
 def forward_clock(device_type: str, threads: int) -> tuple[str, Callable[[], float]]:
