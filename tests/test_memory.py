@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from graphviz_autograd import OptionError, StepProfile, make_dot, profile_step
-from graphviz_autograd.checks.memory import CPU_TIME, KINDS, WALL_TIME, ModuleMemory, StepMemory, apply_checkpointing, parse_target
+from graphviz_autograd.checks.memory import (CPU_TIME, KINDS, WALL_TIME, CheckpointPlan, ModuleMemory, StepMemory,
+                                             apply_checkpointing, parse_target)
 
 
 class MLP(nn.Module):
@@ -752,6 +753,15 @@ def test_a_gpus_queue_that_hides_the_checkpoints_cpu_work_leaves_the_recompute_a
     hidden = {m.path: m for m in wide_profile(OneWideBlock()).memory.modules}
     assert hidden.keys() == plain.keys()
     assert all(m.overhead == 0 and m.backlog == (10.0, 10.0) for m in hidden.values())
+
+
+def test_the_plan_says_where_the_gpus_queue_hid_the_checkpoints_own_work():
+    hidden = ModuleMemory("layer2.1", "BasicBlock", 3e8, 0.001, backlog=(0.0032, 0.0041))
+    open_ = ModuleMemory("layer1.1", "BasicBlock", 3e8, 0.001, overhead=0.0004, backlog=(0.0, 0.0012))
+    text = CheckpointPlan(5e9, 5.5e9, 5.2e9, 0.0024, (hidden, open_), True).text()
+    assert "the GPU had at least 3.2 ms of work queued under it:" in text
+    # On a CPU, or where the queue ran dry under every checkpoint, nothing is said.
+    assert "queued" not in CheckpointPlan(5e9, 5.5e9, 5.2e9, 0.0014, (open_,), True).text()
 
 
 def test_a_step_that_runs_on_waits_for_the_device_only_where_asked(monkeypatch):

@@ -297,6 +297,12 @@ class CheckpointPlan:
         for r in rows:
             lines.append("  " + "  ".join([r[0].ljust(widths[0]), r[1].ljust(widths[1]), r[2].rjust(widths[2]),
                                            r[3].rjust(widths[3]), r[4]]) + "\n")
+        # On CUDA, where the GPU's queue hid the checkpoints' own work (some or all of it).
+        queued = [min(m.backlog) for m in self.modules if min(m.backlog) > 0]
+        if queued:
+            lines.append(f"  the GPU had at least {format_seconds(min(queued))} of work queued under "
+                         f"{'each of ' + str(len(queued)) if len(queued) > 1 else 'it'}: a checkpoint's own CPU work "
+                         "adds only what outlasts its queue\n")
         return "".join(lines)
 
 
