@@ -931,8 +931,10 @@ def measure_memory(
         else:
             timer = _module_timer_on_gpu(model, times) if cuda else _module_timer(model, runner.synchronize, times, clock)
         # On CUDA the steps reading events run as in a training loop, nothing waiting for the GPU
-        # between the forward and backward, and measure how far the GPU lags behind the CPU.
-        with timer, _whole_forward(model if launching else None, runner.synchronize, clock) as spans, \
+        # between the forward and backward, and measure how far the GPU lags behind the CPU; the
+        # events go on the step's device's stream (it need not be the current device).
+        on_device = torch.cuda.device(device) if cuda else contextlib.nullcontext()
+        with on_device, timer, _whole_forward(model if launching else None, runner.synchronize, clock) as spans, \
                 _gpu_backlog(model if cuda and not launching else None, backlogs, runner.synchronize):
             runner.step(f"the {which} step timing each module", wait=launching or not cuda)
         for launch, finished in spans:
