@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -750,9 +751,17 @@ def test_a_gpus_queue_that_hides_the_checkpoints_cpu_work_leaves_the_recompute_a
     paths = [p for p, _ in OneWideBlock().named_modules() if p]
     at = {p: k for k, p in enumerate(paths)}
     queued.append(checks_memory._GpuBacklog((10.0,) * (2 * len(paths) + 1), at, {p: len(paths) + k for p, k in at.items()}))
-    hidden = {m.path: m for m in wide_profile(OneWideBlock()).memory.modules}
+    memory = wide_profile(OneWideBlock()).memory
+    hidden = {m.path: m for m in memory.modules}
     assert hidden.keys() == plain.keys()
     assert all(m.overhead == 0 and m.backlog == (10.0, 10.0) for m in hidden.values())
+    # Several checkpoints share one queue: their CPU work together is what it must outlast.
+    three = [hidden[p] for p in ("blocks.1", "blocks.2", "blocks.3")]
+    assert checks_memory.plan_extra_time(three) == pytest.approx(sum(m.forward_time for m in three))
+    cpu = sum(m.cpu_work[1] for m in three)
+    assert cpu > 0 and all(m.cpu_work[1] < 0.8 * cpu for m in three)
+    short = [replace(m, forward_time=0.0, backlog=(10.0, 0.8 * cpu)) for m in three]  # each alone hidden
+    assert checks_memory.plan_extra_time(short) == pytest.approx(0.2 * cpu)
 
 
 def test_the_plan_says_where_the_gpus_queue_hid_the_checkpoints_own_work():

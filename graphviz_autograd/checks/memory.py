@@ -126,6 +126,24 @@ def checkpoint_extra_time(forward: float, launch: float, own: float, own_forward
     return max(forward, own_forward + forward - backlog[0], launch + own - backlog[1])
 
 
+def plan_extra_time(modules: Sequence["ModuleMemory"]) -> float:
+    """The time several checkpoints add to a step together: on a CPU, or where the GPU's queue is
+    not known, their costs summed; on CUDA, :func:`checkpoint_extra_time` of them all at once
+    against the least queue under any of them, since one queue hides the CPU work of all the
+    checkpoints before it runs dry, not each one's alike (for one checkpoint, its cost).
+
+    >>> a = ModuleMemory("h.1", "Block", 1.0, 0.5, backlog=(4.0, 4.0), cpu_work=(0.5, 3.0))
+    >>> b = ModuleMemory("h.5", "Block", 1.0, 0.5, backlog=(4.0, 4.0), cpu_work=(0.5, 3.0))
+    >>> plan_extra_time([a]), plan_extra_time([a, b])
+    (0.5, 2.0)
+    """
+    if not any(max(m.backlog) > 0 for m in modules):
+        return sum(m.cost for m in modules)
+    forward = sum(m.forward_time for m in modules)
+    return checkpoint_extra_time(forward, sum(m.cpu_work[1] for m in modules), 0.0, sum(m.cpu_work[0] for m in modules),
+                                 (min(m.backlog[0] for m in modules), min(m.backlog[1] for m in modules)))
+
+
 @dataclass(frozen=True)
 class ModuleMemory:
     """What checkpointing one module, or one run of consecutive alike blocks, would change: the
@@ -157,6 +175,9 @@ class ModuleMemory:
     # module's forward to where backward reached it, and from there to the step's end: the
     # CPU work a checkpoint adds in each stretch that the GPU's queue hides (0 where unknown).
     backlog: tuple[float, float] = (0.0, 0.0)
+    # The CPU work a checkpoint adds: its own in the forward; and the launching of the forward
+    # again with all of its own work (see :func:`checkpoint_extra_time`).
+    cpu_work: tuple[float, float] = (0.0, 0.0)
 
     @property
     def cost(self) -> float:
@@ -166,7 +187,8 @@ class ModuleMemory:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
                 "forward_time": self.forward_time, "overhead": self.overhead, "saved": [list(s) for s in self.saved],
-                "backward": [list(w) for w in self.backward], "backlog": list(self.backlog)}
+                "backward": [list(w) for w in self.backward], "backlog": list(self.backlog),
+                "cpu_work": list(self.cpu_work)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModuleMemory":
@@ -178,7 +200,8 @@ class ModuleMemory:
                          for s in data.get("saved", ())),
                    tuple((float(a), float(b)) for a, b in windows),
                    float(data.get("overhead", 0.0)),
-                   (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1])))
+                   (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1])),
+                   (float(data.get("cpu_work", (0, 0))[0]), float(data.get("cpu_work", (0, 0))[1])))
 
     def dropped_at(self, when: float) -> float:
         """The bytes a checkpoint of this module would not hold at ``when`` (seconds from the step's
@@ -539,7 +562,7 @@ class StepMemory:
                 alive = alive - dropped[best]
                 chosen.append(open_[best])
                 allowed = [ok and not spans[k].overlaps(spans[best]) for k, ok in enumerate(allowed)]
-        return CheckpointPlan(goal, self.peak, predicted, sum(m.cost for m in chosen), tuple(chosen),
+        return CheckpointPlan(goal, self.peak, predicted, plan_extra_time(chosen), tuple(chosen),
                               predicted <= goal, self.clock, self.step_time)
 
     @functools.cached_property
@@ -1249,7 +1272,7 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
         queued = (min(h[0] for h in hidden), min(h[1] for h in hidden)) if hidden else (0.0, 0.0)
         extra = checkpoint_extra_time(forward, launch, own, own_forward, queued)
         rows.append(ModuleMemory(path, type_name, saved, forward, intervals, tuple(windows[call] for call in order),
-                                 extra - forward, queued))
+                                 extra - forward, queued, (own_forward, launch + own)))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
 
