@@ -265,8 +265,10 @@ def run_case(name: str, model: nn.Module, inputs: Any, loss: Callable[[Any], Any
               f"measured/predicted {_verdict(extra, plan.extra_time, differences)}")
         print("  each round's difference: " + ", ".join(f"{d:+.3f}" for d in differences) + " s")
         if device.startswith("cuda"):
-            print("  the GPU's queue under each checkpoint (from its forward to backward, then to the end): " + ", ".join(
-                f"{m.path} {m.backlog[0] * 1e3:.2f} and {m.backlog[1] * 1e3:.2f} ms" for m in plan.modules))
+            print("  under each checkpoint, the GPU's queue (from its forward to backward, then to the end) and the CPU work "
+                  "it adds (in the forward; launching and all its own): " + ", ".join(
+                      f"{m.path} {m.backlog[0] * 1e3:.2f} and {m.backlog[1] * 1e3:.2f} ms; {m.cpu_work[0] * 1e3:.2f} and "
+                      f"{m.cpu_work[1] * 1e3:.2f} ms against {m.forward_time * 1e3:.2f} ms of forward" for m in plan.modules))
         if plan.extra_share is not None:
             print(f"  as a share of a plain step (read on the same clock where the plan was made, {plan.step_time:.3f} s, "
                   f"and in each round, which a machine whose speed drifts moves alike): predicted {100 * plan.extra_share:.1f}%, "
