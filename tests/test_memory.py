@@ -764,6 +764,74 @@ def test_a_gpus_queue_that_hides_the_checkpoints_cpu_work_leaves_the_recompute_a
     assert checks_memory.plan_extra_time(short) == pytest.approx(0.2 * cpu)
 
 
+def _queued_step(forward, backward, checkpoints):
+    """A stand-in step on a GPU queue (:class:`_Queue`'s rules): modules' forwards in order, then
+    their backwards in reverse, each a list of kernels (CPU time to launch, GPU work). A
+    checkpoint of module ``m`` (``checkpoints[m]``: its own CPU work in the forward, and in
+    backward before the recompute) adds that work and the forward's kernels again. Returns the
+    step's time and the queue at each mark, with each module's first mark in the forward and
+    where backward reaches it, as :func:`_gpu_backlog` marks them."""
+    from graphviz_autograd.checks.memory import _GpuBacklog
+
+    queue, lags, forward_at, backward_at = _Queue(), [], {}, {}
+
+    def launch(kernels):
+        for cpu, gpu in kernels:
+            queue.cpu += cpu
+            queue.launch(gpu)
+
+    for m, kernels in enumerate(forward):
+        forward_at[str(m)] = len(lags)
+        lags.append(queue.reached() - queue.cpu)
+        queue.cpu += checkpoints.get(m, (0.0, 0.0))[0]
+        launch(kernels)
+    for m in reversed(range(len(backward))):
+        backward_at[str(m)] = len(lags)
+        lags.append(queue.reached() - queue.cpu)
+        if m in checkpoints:
+            queue.cpu += checkpoints[m][1]
+            launch(forward[m])
+        launch(backward[m])
+    lags.append(queue.reached() - queue.cpu)
+    return queue.reached(), _GpuBacklog(tuple(lags), forward_at, backward_at)
+
+
+@pytest.mark.parametrize("gpu", [0.3, 1.0, 3.0])
+def test_a_checkpoints_extra_time_on_a_gpu_queue_is_the_one_predicted_from_the_queue_read_at_the_marks(gpu):
+    # Random steps of twelve modules of eight kernels each, launch-bound (the GPU's work a third
+    # of the CPU's), even, and GPU-bound; a checkpoint of one module, then of two, with random
+    # own work. Predicted from the plain step's queue at the marks, as the profile reads it.
+    import random
+
+    from graphviz_autograd.checks.memory import checkpoint_extra_time, plan_extra_time
+
+    rng = random.Random(0)
+
+    def module(cpu, work):
+        return [(rng.uniform(0.5, 1.5) * cpu / 8, rng.uniform(0.2, 1.8) * work / 8) for _ in range(8)]
+
+    singles, pairs = [], []
+    for _ in range(300):
+        forward = [module(rng.uniform(0.3, 1.0), gpu * rng.uniform(0.3, 1.5)) for _ in range(12)]
+        backward = [module(rng.uniform(0.5, 1.5), gpu * rng.uniform(0.6, 3.0)) for _ in range(12)]
+        plain, backlog = _queued_step(forward, backward, {})
+        chosen = {m: (rng.uniform(0, 0.5), rng.uniform(0, 0.8)) for m in rng.sample(range(1, 11), 2)}
+        modules = []
+        for m, (own_forward, own_backward) in chosen.items():
+            work, launch = sum(w for _, w in forward[m]), sum(c for c, _ in forward[m])
+            own = own_forward + own_backward
+            extra = checkpoint_extra_time(work, launch, own, own_forward, backlog.hidden([str(m)]))
+            modules.append(ModuleMemory(str(m), "M", 1.0, work, overhead=extra - work, backlog=backlog.hidden([str(m)]),
+                                        cpu_work=(own_forward, launch + own)))
+        m = next(iter(chosen))
+        singles.append((_queued_step(forward, backward, {m: chosen[m]})[0] - plain) / modules[0].cost)
+        pairs.append((_queued_step(forward, backward, chosen)[0] - plain) / plan_extra_time(modules))
+    for ratios in (singles, pairs):
+        ratios.sort()
+        assert ratios[len(ratios) // 2] == pytest.approx(1.0, abs=0.03)
+        assert sum(abs(r - 1) <= 0.2 for r in ratios) >= 0.95 * len(ratios)
+
+
 def test_the_plan_says_where_the_gpus_queue_hid_the_checkpoints_own_work():
     hidden = ModuleMemory("layer2.1", "BasicBlock", 3e8, 0.001, backlog=(0.0032, 0.0041))
     open_ = ModuleMemory("layer1.1", "BasicBlock", 3e8, 0.001, overhead=0.0004, backlog=(0.0, 0.0012))
