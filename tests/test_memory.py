@@ -820,9 +820,9 @@ def test_a_checkpoints_extra_time_on_a_gpu_queue_is_the_one_predicted_from_the_q
         for m, (own_forward, own_backward) in chosen.items():
             work, launch = sum(w for _, w in forward[m]), sum(c for c, _ in forward[m])
             own = own_forward + own_backward
-            extra = checkpoint_extra_time(work, launch, own, own_forward, backlog.hidden([str(m)]))
-            modules.append(ModuleMemory(str(m), "M", 1.0, work, overhead=extra - work, backlog=backlog.hidden([str(m)]),
+            modules.append(ModuleMemory(str(m), "M", 1.0, work, backlog=backlog.hidden([str(m)]),
                                         cpu_work=(own_forward, launch + own)))
+            assert modules[-1].cost == checkpoint_extra_time(work, own_forward, launch + own, backlog.hidden([str(m)]))
         m = next(iter(chosen))
         singles.append((_queued_step(forward, backward, {m: chosen[m]})[0] - plain) / modules[0].cost)
         pairs.append((_queued_step(forward, backward, chosen)[0] - plain) / plan_extra_time(modules))
@@ -834,7 +834,7 @@ def test_a_checkpoints_extra_time_on_a_gpu_queue_is_the_one_predicted_from_the_q
 
 def test_the_plan_says_where_the_gpus_queue_hid_the_checkpoints_own_work():
     hidden = ModuleMemory("layer2.1", "BasicBlock", 3e8, 0.001, backlog=(0.0032, 0.0041))
-    open_ = ModuleMemory("layer1.1", "BasicBlock", 3e8, 0.001, overhead=0.0004, backlog=(0.0, 0.0012))
+    open_ = ModuleMemory("layer1.1", "BasicBlock", 3e8, 0.001, backlog=(0.0, 0.0012), cpu_work=(0.0, 0.0026))  # 0.4 ms over
     text = CheckpointPlan(5e9, 5.5e9, 5.2e9, 0.0024, (hidden, open_), True).text()
     assert "the GPU had at least 3.2 ms of work queued under it:" in text
     # On a CPU, or where the queue ran dry under every checkpoint, nothing is said.

@@ -94,36 +94,37 @@ class CheckpointRates(NamedTuple):
         return whole, min(self.forward_per_call * calls + self.forward_per_saved * saved, whole)
 
 
-def checkpoint_extra_time(forward: float, launch: float, own: float, own_forward: float,
+def checkpoint_extra_time(forward: float, own_forward: float, cpu: float,
                           backlog: tuple[float, float] = (0.0, 0.0)) -> float:
     """The time a checkpoint adds to a step: the larger of what it adds to the device's work and
     what the CPU's added work delays it by.
 
-    ``forward`` is the module's forward time on the device (the recompute's work), ``launch``
-    the CPU's time to launch it (on a CPU, the forward itself), ``own`` the checkpoint's own CPU
-    work, ``own_forward`` its part in the forward; ``backlog`` the least work the GPU had queued
-    (:attr:`ModuleMemory.backlog`) from the module's forward to where backward reaches it, and
-    from there to the step's end. CPU work done while the GPU has a queue delays nothing till the
-    queue runs dry: the forward's part costs what it outlasts the first stretch's queue by, plus
-    the recompute; the whole CPU work what it outlasts the second's by.
+    ``forward`` is the module's forward time on the device (the recompute's work);
+    ``own_forward`` the checkpoint's own CPU work in the forward, and ``cpu`` all the CPU work it
+    adds: the launching of the forward again (on a CPU, the forward itself) and all its own
+    work; ``backlog`` the least work the GPU had queued (:attr:`ModuleMemory.backlog`) from the
+    module's forward to where backward reaches it, and from there to the step's end. CPU work
+    done while the GPU has a queue delays nothing till the queue runs dry: the forward's part
+    costs what it outlasts the first stretch's queue by, plus the recompute; all the CPU work
+    what it outlasts the second's by.
 
     On a CPU (no queue), the forward again and the checkpoint's own work:
 
-    >>> checkpoint_extra_time(10.0, 10.0, 2.0, 0.5)
+    >>> checkpoint_extra_time(10.0, 0.5, 12.0)
     12.0
 
     A GPU with a long queue hides the CPU's work: the recompute's time on the GPU alone.
 
-    >>> checkpoint_extra_time(1.0, 0.6, 1.5, 0.5, backlog=(3.0, 3.0))
+    >>> checkpoint_extra_time(1.0, 0.5, 2.1, backlog=(3.0, 3.0))
     1.0
 
     A GPU waiting on the CPU: the forward's part of the checkpoint's work delays the GPU there,
     and all of the CPU's work adds where backward's launching is the longer.
 
-    >>> checkpoint_extra_time(1.0, 0.6, 1.5, 0.5), checkpoint_extra_time(1.0, 0.6, 1.5, 0.5, backlog=(0.0, 1.0))
+    >>> checkpoint_extra_time(1.0, 0.5, 2.1), checkpoint_extra_time(1.0, 0.5, 2.1, backlog=(0.0, 1.0))
     (2.1, 1.5)
     """
-    return max(forward, own_forward + forward - backlog[0], launch + own - backlog[1])
+    return max(forward, own_forward + forward - backlog[0], cpu - backlog[1])
 
 
 def plan_extra_time(modules: Sequence["ModuleMemory"]) -> float:
@@ -139,8 +140,8 @@ def plan_extra_time(modules: Sequence["ModuleMemory"]) -> float:
     """
     if not any(max(m.backlog) > 0 for m in modules):
         return sum(m.cost for m in modules)
-    forward = sum(m.forward_time for m in modules)
-    return checkpoint_extra_time(forward, sum(m.cpu_work[1] for m in modules), 0.0, sum(m.cpu_work[0] for m in modules),
+    return checkpoint_extra_time(sum(m.forward_time for m in modules), sum(m.cpu_work[0] for m in modules),
+                                 sum(m.cpu_work[1] for m in modules),
                                  (min(m.backlog[0] for m in modules), min(m.backlog[1] for m in modules)))
 
 
@@ -164,25 +165,28 @@ class ModuleMemory:
     # them again: ``call`` is its index there (-1: a tensor backward never read).
     saved: tuple[tuple[float, float, float, int], ...] = ()
     backward: tuple[tuple[float, float], ...] = ()
-    # What a checkpoint adds to a step beyond the forward it runs again: its call, and its hooks
-    # on each tensor the module saves (packed in the forward, packed again and unpacked in the
-    # recompute), by the rates :func:`checkpoint_cost` measured on the step's device. On CUDA the
-    # CPU launches the recompute's kernels while the GPU runs them, and the CPU's work goes on
-    # while the GPU still has queued work: see :func:`checkpoint_extra_time`. Small beside a
-    # large model's forward; most of a small one's on a GPU, where launching is the work.
-    overhead: float = 0.0
     # On CUDA, the least the GPU lagged behind the CPU (seconds of queued work) from this
     # module's forward to where backward reached it, and from there to the step's end: the
     # CPU work a checkpoint adds in each stretch that the GPU's queue hides (0 where unknown).
     backlog: tuple[float, float] = (0.0, 0.0)
-    # The CPU work a checkpoint adds: its own in the forward; and the launching of the forward
-    # again with all of its own work (see :func:`checkpoint_extra_time`).
+    # The CPU work a checkpoint adds: its own in the forward (its call, and its hooks packing
+    # each tensor the module saves); and the launching of the forward again with all of its own
+    # work (packed again and unpacked in the recompute), by the rates :func:`checkpoint_cost`
+    # measured on the step's device.
     cpu_work: tuple[float, float] = (0.0, 0.0)
 
     @property
     def cost(self) -> float:
-        """The step time a checkpoint of this module adds: its forward again, and its own overhead."""
-        return self.forward_time + self.overhead
+        """The step time a checkpoint of this module adds (:func:`checkpoint_extra_time`): its
+        forward again, and what its CPU work outlasts the GPU's queue by."""
+        return checkpoint_extra_time(self.forward_time, *self.cpu_work, self.backlog)
+
+    @property
+    def overhead(self) -> float:
+        """What a checkpoint adds beyond the forward it runs again: on a CPU its own work; on CUDA
+        what its CPU work outlasts the GPU's queue by. Small beside a large model's forward; most
+        of a small one's on a GPU, where launching is the work."""
+        return self.cost - self.forward_time
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
@@ -195,13 +199,14 @@ class ModuleMemory:
         windows = data.get("backward", ())
         if windows and not isinstance(windows[0], (list, tuple)):  # written before calls were told apart: one stretch
             windows = [windows]
+        backlog = (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1]))
+        # Written before the CPU work was kept: all of it beyond the forward, as much as gives the overhead written.
+        cpu_work = data.get("cpu_work") or (0.0, data["forward_time"] + data.get("overhead", 0.0) + backlog[1])
         return cls(data["path"], data["type_name"], data["saved_at_peak"], data["forward_time"],
                    tuple((float(s[0]), float(s[1]), float(s[2]), int(s[3]) if len(s) > 3 else 0 if windows else -1)
                          for s in data.get("saved", ())),
-                   tuple((float(a), float(b)) for a, b in windows),
-                   float(data.get("overhead", 0.0)),
-                   (float(data.get("backlog", (0, 0))[0]), float(data.get("backlog", (0, 0))[1])),
-                   (float(data.get("cpu_work", (0, 0))[0]), float(data.get("cpu_work", (0, 0))[1])))
+                   tuple((float(a), float(b)) for a, b in windows), backlog,
+                   (float(cpu_work[0]), float(cpu_work[1])))
 
     def dropped_at(self, when: float) -> float:
         """The bytes a checkpoint of this module would not hold at ``when`` (seconds from the step's
@@ -1270,9 +1275,8 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
         own, own_forward = rates.own(sum(saves.get(m, 0) for m in members), max(len({d[3] for d in dropped} | set(windows)), 1))
         hidden = [backlog.hidden(members) for backlog in backlogs]
         queued = (min(h[0] for h in hidden), min(h[1] for h in hidden)) if hidden else (0.0, 0.0)
-        extra = checkpoint_extra_time(forward, launch, own, own_forward, queued)
         rows.append(ModuleMemory(path, type_name, saved, forward, intervals, tuple(windows[call] for call in order),
-                                 extra - forward, queued, (own_forward, launch + own)))
+                                 queued, (own_forward, launch + own)))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
 
