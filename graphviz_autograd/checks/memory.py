@@ -188,9 +188,13 @@ class ModuleMemory:
         of a small one's on a GPU, where launching is the work."""
         return self.cost - self.forward_time
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, table: Optional[dict[tuple[float, float, float], int]] = None) -> dict[str, Any]:
+        """Its fields as JSON; with ``table`` (each saved tensor's index, added to as met), each
+        saved tensor as its index there and its call (see :func:`_modules_to_dict`)."""
+        saved = ([list(s) for s in self.saved] if table is None
+                 else [[table.setdefault((when, read, size), len(table)), call] for when, read, size, call in self.saved])
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
-                "forward_time": self.forward_time, "overhead": self.overhead, "saved": [list(s) for s in self.saved],
+                "forward_time": self.forward_time, "overhead": self.overhead, "saved": saved,
                 "backward": [list(w) for w in self.backward], "backlog": list(self.backlog),
                 "cpu_work": list(self.cpu_work)}
 
@@ -678,13 +682,9 @@ def _modules_to_dict(modules: Sequence[ModuleMemory]) -> dict[str, Any]:
     >>> _modules_from_dict(data) == (one, run)
     True
     """
-    index: dict[tuple[float, float, float], int] = {}
-    rows = []
-    for module in modules:
-        row = module.to_dict()
-        row["saved"] = [[index.setdefault((saved, read, size), len(index)), call] for saved, read, size, call in module.saved]
-        rows.append(row)
-    return {"saved_tensors": [list(key) for key in index], "modules": rows}
+    table: dict[tuple[float, float, float], int] = {}
+    rows = [module.to_dict(table) for module in modules]
+    return {"saved_tensors": [list(key) for key in table], "modules": rows}
 
 
 def _modules_from_dict(data: Mapping[str, Any]) -> tuple[ModuleMemory, ...]:
