@@ -1313,7 +1313,7 @@ def checkpoint_cost(device: Any, synchronize: Callable[[], None], clock: Callabl
     ``fastest_of`` (other work only ever adds to a time), and each rate is the median of its
     rounds': each round's timings are taken within a few milliseconds, while a machine's speed
     moves from one second to the next (taking each timing's fastest of 15 instead, a tensor's
-    rate read 0 to 54 µs in six calls in a row on a busy 2-core machine, 14 to 31 µs so). On a
+    rate read 0 to 54 µs in six calls in a row on a busy 2-core machine, 14 to 29 µs in eight so). On a
     large model the overhead is a sliver of the recompute; on a small one on a GPU, where the
     work is launching kernels, it is most of what a checkpoint adds (a ResNet-18 on 8 small
     images: 4 ms over 1 ms of recompute)."""
