@@ -764,6 +764,29 @@ def test_a_gpus_queue_that_hides_the_checkpoints_cpu_work_leaves_the_recompute_a
     assert checks_memory.plan_extra_time(short) == pytest.approx(0.2 * cpu)
 
 
+def test_on_cuda_the_advice_weighs_each_candidate_by_what_it_adds_beside_those_chosen():
+    # Three candidates, each dropping 20 of a 100-byte peak; a target of 65 takes two. `a` is
+    # taken first. Alone, `b` costs less than `c` (its forward is shorter), but its CPU work
+    # and `a`'s together outlast the queue they share, where `c`'s and `a`'s do not.
+    from graphviz_autograd.checks.memory import plan_extra_time
+
+    def candidate(path: str, forward: float, cpu: tuple[float, float]) -> ModuleMemory:
+        return ModuleMemory(path, "Block", 20.0, forward, ((0.0, 2.0, 20.0, 0),), ((1.5, 2.0),), (4.0, 4.0), cpu)
+
+    a, b, c = candidate("a", 1.0, (0.5, 3.5)), candidate("b", 1.0, (0.5, 3.5)), candidate("c", 1.4, (0.1, 0.2))
+    assert b.cost < c.cost
+    assert plan_extra_time([a, c]) < plan_extra_time([a, b])
+    timeline = ((0.0, 10.0, "forward"), (1.0, 100.0, "backward"), (2.0, 50.0, "backward"))
+    memory = StepMemory("cuda", "test", 100.0, 1.0, "backward", {}, 0.0, timeline, {}, {}, (a, b, c), {})
+    plan = memory.advice(0.65)
+    assert plan.paths == ("a", "c") and plan.reached and plan.predicted_peak == pytest.approx(60.0)
+    assert plan.extra_time == pytest.approx(plan_extra_time([a, c]))
+    # With no queue (a CPU), what each adds is its own cost, `a` and `b` each paying all of
+    # their CPU work: `c`, then `a`.
+    on_cpu = replace(memory, modules=tuple(replace(m, backlog=(0.0, 0.0)) for m in (a, b, c))).advice(0.65)
+    assert on_cpu.paths == ("c", "a") and on_cpu.extra_time == pytest.approx(sum(m.cost for m in on_cpu.modules))
+
+
 def _queued_step(forward, backward, checkpoints):
     """A stand-in step on a GPU queue (:class:`_Queue`'s rules): modules' forwards in order, then
     their backwards in reverse, each a list of kernels (CPU time to launch, GPU work). A

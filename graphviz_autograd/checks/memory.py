@@ -272,8 +272,8 @@ class CheckpointPlan:
     ``predicted_peak`` is the most bytes alive at any moment of the measured step less what the
     modules would not hold then (a module's saved tensors are dropped from when they were saved to
     when backward last read them, except while backward is remaking them for that module);
-    ``extra_time`` is their cost (:attr:`ModuleMemory.cost`: forward time and the checkpoint's
-    own overhead), measured by ``clock`` (:func:`forward_clock`).
+    ``extra_time`` is their cost together (:func:`plan_extra_time`: forward time and the
+    checkpoints' own overhead), measured by ``clock`` (:func:`forward_clock`).
     ``reached`` says whether the target is met; when no choice of modules meets it, the plan
     holds every module that helps. ``step_time`` is a plain step's time on the same clock
     (0 where not measured), and :attr:`extra_share` the extra time as a share of it: a machine
@@ -540,10 +540,12 @@ class StepMemory:
         (a number of 1 or less is a fraction of the peak; default 0.75).
 
         Each candidate (:attr:`modules`: a module, or a run of consecutive alike blocks such as
-        ``transformer.h.0-5``) drops its saved tensors from the measured timeline for its
-        cost (:attr:`ModuleMemory.cost`, measured). Each time, of the candidates that share no module with one
-        chosen, the cheapest that alone brings the predicted peak under the target is taken;
-        when none does, the one that lowers the peak most per second of cost (of those
+        ``transformer.h.0-5``) drops its saved tensors from the measured timeline for what it
+        adds to the plan's time (:func:`plan_extra_time` with it, less without: on a CPU its
+        :attr:`ModuleMemory.cost`; on CUDA, what it adds beside those chosen, whose CPU work
+        one GPU queue hides together). Each time, of the candidates that share no module with
+        one chosen, the cheapest that alone brings the predicted peak under the target is
+        taken; when none does, the one that lowers the peak most per second it adds (of those
         that lower it by a hundredth of what is left to go, at least), and so on.
         A module that holds a list of blocks (``transformer`` around ``transformer.h.0`` ...
         ``transformer.h.11``) is never taken: its run of all blocks drops the same tensors."""
@@ -561,11 +563,13 @@ class StepMemory:
                            if allowed[k] and predicted - peak > 0.01 * (predicted - goal)]
                 if not options:
                     break
-                enough = [(open_[k].cost, peak, open_[k].path, k) for peak, k in options if peak <= goal]
+                spent = plan_extra_time(chosen)
+                adds = {k: plan_extra_time([*chosen, open_[k]]) - spent for _, k in options}
+                enough = [(adds[k], peak, open_[k].path, k) for peak, k in options if peak <= goal]
                 if enough:
                     _, peak, _, best = min(enough)
                 else:
-                    _, peak, _, best = min((-(predicted - peak) / max(open_[k].cost, 1e-6), peak, open_[k].path, k)
+                    _, peak, _, best = min((-(predicted - peak) / max(adds[k], 1e-6), peak, open_[k].path, k)
                                            for peak, k in options)
                 predicted = peak
                 alive = alive - dropped[best]
