@@ -44,9 +44,10 @@ import math
 import re
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
+from ..capture.deep_graphs import gc_paused
 from ..errors import OptionError
 from ..graph.autograd_graph import CALL_MARK, AutogradGraph, module_of_call
 from ..graph.descriptions import format_bytes, format_seconds
@@ -188,11 +189,11 @@ class ModuleMemory:
         of a small one's on a GPU, where launching is the work."""
         return self.cost - self.forward_time
 
-    def to_dict(self, table: Optional[dict[tuple[float, float, float], int]] = None) -> dict[str, Any]:
-        """Its fields as JSON; with ``table`` (each saved tensor's index, added to as met), each
+    def to_dict(self, index_of: Optional[Callable[[tuple[float, float, float, int]], int]] = None) -> dict[str, Any]:
+        """Its fields as JSON; with ``index_of`` (a saved tensor's index in a table of them), each
         saved tensor as its index there and its call (see :func:`_modules_to_dict`)."""
-        saved = ([list(s) for s in self.saved] if table is None
-                 else [[table.setdefault((when, read, size), len(table)), call] for when, read, size, call in self.saved])
+        saved = ([list(s) for s in self.saved] if index_of is None
+                 else [[index_of(entry), entry[3]] for entry in self.saved])
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
                 "forward_time": self.forward_time, "overhead": self.overhead, "saved": saved,
                 "backward": [list(w) for w in self.backward], "backlog": list(self.backlog),
@@ -687,7 +688,17 @@ def _modules_to_dict(modules: Sequence[ModuleMemory]) -> dict[str, Any]:
     True
     """
     table: dict[tuple[float, float, float], int] = {}
-    rows = [module.to_dict(table) for module in modules]
+    # By each entry's identity first: candidates that drop a tensor as the same call share one entry.
+    known: dict[int, int] = {}
+
+    def index_of(entry: tuple[float, float, float, int]) -> int:
+        index = known.get(id(entry))
+        if index is None:
+            index = known[id(entry)] = table.setdefault(entry[:3], len(table))
+        return index
+
+    with gc_paused:  # 432,189 small lists at 48 layers: the collector took 0.5 s of 0.55 re-scanning them
+        rows = [module.to_dict(index_of) for module in modules]
     return {"saved_tensors": [list(key) for key in table], "modules": rows}
 
 
@@ -696,8 +707,19 @@ def _modules_from_dict(data: Mapping[str, Any]) -> tuple[ModuleMemory, ...]:
     table = data.get("saved_tensors")
     if table is None:
         return tuple(ModuleMemory.from_dict(m) for m in data["modules"])
-    return tuple(ModuleMemory.from_dict({**m, "saved": [[*table[k], call] for k, call in m.get("saved", ())]})
-                 for m in data["modules"])
+    # One entry per saved tensor and call, shared by the candidates that drop it, as measured.
+    entries: dict[tuple[int, int], tuple[float, float, float, int]] = {}
+
+    def entry(index: int, call: int) -> tuple[float, float, float, int]:
+        found = entries.get((index, call))
+        if found is None:
+            when, read, size = table[index]
+            found = entries[(index, call)] = (float(when), float(read), float(size), int(call))
+        return found
+
+    with gc_paused:
+        return tuple(replace(ModuleMemory.from_dict({**m, "saved": ()}), saved=tuple(entry(k, call) for k, call in m.get("saved", ())))
+                     for m in data["modules"])
 
 
 def _folded(rows: list[tuple[str, float]], types: Optional[Mapping[str, str]]) -> list[tuple[str, float, str]]:
@@ -1253,33 +1275,63 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
                 wanted.append((f"{holder}.{first}-{last}" if holder else f"{first}-{last}",
                                f"{types[run[0]]} x{len(run)}", run, kept | outputs.get(run[-1], set()),
                                holder.count(".") + 1 if holder else 0, True))
+    # Per module and way of naming its calls: its saved storages as (saved, read, bytes, call,
+    # storage, bytes alive at the peak), in order, and per call the stretch of backward that reads
+    # them. A run is its blocks' lists put together, so each block's is made once, not once per
+    # run holding it (a GPT-2 of 48 layers has 1,128 runs).
+    parts: dict[tuple[str, int, bool], tuple[list[tuple[float, float, float, str, int, float]], dict[str, tuple[float, float]]]] = {}
+    call_of: dict[tuple[str, int, bool], str] = {}
+
+    def part(member: str, depth: int, passes: bool) -> tuple[list[tuple[float, float, float, str, int, float]], dict[str, tuple[float, float]]]:
+        found = parts.get((member, depth, passes))
+        if found is None:
+            items, windows = [], {}
+            for key in inside.get(member, ()):
+                node_id, size, packed, read, first_read = lifetimes[key]
+                module = calls.get(node_id or "", "")
+                call = call_of.get((module, depth, passes))
+                if call is None:
+                    call = call_of[(module, depth, passes)] = _call_key(module, depth, passes)
+                items.append((packed, read, size, call, key, alive[key][1] if key in alive else 0.0))
+                if first_read is not None:
+                    begin, end = windows.get(call, (math.inf, -math.inf))
+                    windows[call] = (min(begin, first_read), max(end, read))
+            items.sort()
+            found = parts[(member, depth, passes)] = (items, windows)
+        return found
+
+    # Each saved tensor's entry, one object for every candidate that drops it as the same call.
+    entries: dict[tuple[int, int], tuple[float, float, float, int]] = {}
     rows = []
     for path, type_name, members, kept, depth, passes in wanted:
-        keys = [key for member in members for key in inside.get(member, ())]
-        saved = sum(alive[key][1] for key in keys if key in alive and key not in kept)
+        pieces = [part(member, depth, passes) for member in members]
+        dropped = [item for items, _ in pieces for item in items if item[4] not in kept]
+        saved = sum(item[5] for item in dropped)
         if saved <= 0:
             continue
         # Per call (:func:`_call_key`: ``cell#3``, ``transformer.h``, ``blocks#2`` for a second
         # pass over a list's blocks), the stretch of backward that reads its saved tensors.
-        dropped: list[tuple[float, float, float, str]] = []
         windows: dict[str, tuple[float, float]] = {}
-        for key in keys:
-            node_id, size, packed, read, first_read = lifetimes[key]
-            call = _call_key(calls.get(node_id or "", ""), depth, passes)
-            if key not in kept:
-                dropped.append((packed, read, size, call))
-            if first_read is not None:
-                begin, end = windows.get(call, (math.inf, -math.inf))
-                windows[call] = (min(begin, first_read), max(end, read))
+        for _, theirs in pieces:
+            for call, (begin, end) in theirs.items():
+                was = windows.get(call, (math.inf, -math.inf))
+                windows[call] = (min(was[0], begin), max(was[1], end))
         order = sorted(windows, key=lambda call: windows[call])
         index = {call: k for k, call in enumerate(order)}
-        intervals = tuple(sorted((packed, read, size, index.get(call, -1)) for packed, read, size, call in dropped))
+        intervals = []
+        for packed, read, size, call, key, _ in dropped:
+            k = index.get(call, -1)
+            entry = entries.get((key, k))
+            if entry is None:
+                entry = entries[(key, k)] = (packed, read, size, k)
+            intervals.append(entry)
+        intervals.sort()
         forward = sum(forward_times[m] for m in members)
         launch = sum(launch_times.get(m, forward_times[m]) for m in members)
         own, own_forward = rates.own(sum(saves.get(m, 0) for m in members), max(len({d[3] for d in dropped} | set(windows)), 1))
         hidden = [backlog.hidden(members) for backlog in backlogs]
         queued = (min(h[0] for h in hidden), min(h[1] for h in hidden)) if hidden else (0.0, 0.0)
-        rows.append(ModuleMemory(path, type_name, saved, forward, intervals, tuple(windows[call] for call in order),
+        rows.append(ModuleMemory(path, type_name, saved, forward, tuple(intervals), tuple(windows[call] for call in order),
                                  queued, (own_forward, launch + own)))
     rows.sort(key=lambda m: (-m.saved_at_peak, m.forward_time, m.path))
     return tuple(rows)
