@@ -1285,7 +1285,8 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     def part(member: str, depth: int, passes: bool) -> tuple[list[tuple[float, float, float, str, int, float]], dict[str, tuple[float, float]]]:
         found = parts.get((member, depth, passes))
         if found is None:
-            items, windows = [], {}
+            items: list[tuple[float, float, float, str, int, float]] = []
+            windows: dict[str, tuple[float, float]] = {}
             for key in inside.get(member, ()):
                 node_id, size, packed, read, first_read = lifetimes[key]
                 module = calls.get(node_id or "", "")
