@@ -287,6 +287,19 @@ def test_a_saved_tensor_is_held_once_by_all_the_candidates_that_drop_it_and_so_w
         assert len({id(e) for e in entries}) == len(set(entries)) < len(entries)
 
 
+def test_the_json_writes_each_candidates_saved_tensors_as_ranges_and_reads_the_earlier_pairs(wide):
+    _, profile = wide
+    data = json.loads(json.dumps(profile.memory.to_dict()))
+    written = {m["path"]: m["saved"] for m in data["modules"]}
+    # The largest candidate, written first, takes its tensors' indices in order: one range.
+    assert written["blocks.0-3"] == [[0, len(data["saved_tensors"]), 0]]
+    assert sum(len(ranges) for ranges in written.values()) < sum(count for ranges in written.values() for _, count, _ in ranges)
+    # Written before as a pair of index and call per saved tensor: read back the same.
+    for module in data["modules"]:
+        module["saved"] = [[first + k, call] for first, count, call in module["saved"] for k in range(count)]
+    assert StepMemory.from_dict(data).modules == profile.memory.modules
+
+
 class WaitingMLP(MLP):
     """An MLP block whose forward first waits: time that passes but that the process does not work."""
 

@@ -190,10 +190,19 @@ class ModuleMemory:
         return self.cost - self.forward_time
 
     def to_dict(self, index_of: Optional[Callable[[tuple[float, float, float, int]], int]] = None) -> dict[str, Any]:
-        """Its fields as JSON; with ``index_of`` (a saved tensor's index in a table of them), each
-        saved tensor as its index there and its call (see :func:`_modules_to_dict`)."""
-        saved = ([list(s) for s in self.saved] if index_of is None
-                 else [[index_of(entry), entry[3]] for entry in self.saved])
+        """Its fields as JSON; with ``index_of`` (a saved tensor's index in a table of them), its
+        saved tensors as ranges of indices there, each ``[first, count, call]`` (see
+        :func:`_modules_to_dict`)."""
+        saved: list[list[Any]] = []
+        if index_of is None:
+            saved = [list(s) for s in self.saved]
+        else:
+            for entry in self.saved:
+                index, call = index_of(entry), entry[3]
+                if saved and saved[-1][2] == call and saved[-1][0] + saved[-1][1] == index:
+                    saved[-1][1] += 1
+                else:
+                    saved.append([index, 1, call])
         return {"path": self.path, "type_name": self.type_name, "saved_at_peak": self.saved_at_peak,
                 "forward_time": self.forward_time, "overhead": self.overhead, "saved": saved,
                 "backward": [list(w) for w in self.backward], "backlog": list(self.backlog),
@@ -677,13 +686,15 @@ class StepMemory:
 def _modules_to_dict(modules: Sequence[ModuleMemory]) -> dict[str, Any]:
     """The candidates as JSON: their saved tensors, which runs of blocks repeat (a GPT-2 of 48
     layers: 432,189 among 1,513 candidates, 17 MB written out each time), once each in
-    ``saved_tensors``, and each candidate's ``saved`` as pairs of an index there and its call.
+    ``saved_tensors``, and each candidate's ``saved`` as ranges of indices there, each
+    ``[first, count, call]``. The largest candidates come first and are written in order,
+    so that the others' tensors mostly fall in one range each (1,513 ranges at 48 layers).
 
     >>> one = ModuleMemory("h.0", "Block", 2.0, 0.1, ((0.1, 0.9, 2.0, 0),), ((0.8, 0.9),))
     >>> run = ModuleMemory("h.0-1", "Block x2", 4.0, 0.2, ((0.1, 0.9, 2.0, 0), (0.2, 0.8, 2.0, 0)), ((0.7, 0.9),))
     >>> data = _modules_to_dict([one, run])
     >>> data["saved_tensors"], data["modules"][1]["saved"]
-    ([[0.1, 0.9, 2.0], [0.2, 0.8, 2.0]], [[0, 0], [1, 0]])
+    ([[0.1, 0.9, 2.0], [0.2, 0.8, 2.0]], [[0, 2, 0]])
     >>> _modules_from_dict(data) == (one, run)
     True
     """
@@ -703,7 +714,8 @@ def _modules_to_dict(modules: Sequence[ModuleMemory]) -> dict[str, Any]:
 
 
 def _modules_from_dict(data: Mapping[str, Any]) -> tuple[ModuleMemory, ...]:
-    """The candidates :func:`_modules_to_dict` wrote, or written whole (before ``saved_tensors``)."""
+    """The candidates :func:`_modules_to_dict` wrote; or, written before, each saved tensor as
+    a pair of its index and call, or whole (before ``saved_tensors``)."""
     table = data.get("saved_tensors")
     if table is None:
         return tuple(ModuleMemory.from_dict(m) for m in data["modules"])
@@ -717,8 +729,12 @@ def _modules_from_dict(data: Mapping[str, Any]) -> tuple[ModuleMemory, ...]:
             found = entries[(index, call)] = (float(when), float(read), float(size), int(call))
         return found
 
+    def saved(written: Sequence[Sequence[int]]) -> tuple[tuple[float, float, float, int], ...]:
+        return tuple(entry(k, item[-1]) for item in written
+                     for k in (range(item[0], item[0] + item[1]) if len(item) == 3 else (item[0],)))
+
     with gc_paused:
-        return tuple(replace(ModuleMemory.from_dict({**m, "saved": ()}), saved=tuple(entry(k, call) for k, call in m.get("saved", ())))
+        return tuple(replace(ModuleMemory.from_dict({**m, "saved": ()}), saved=saved(m.get("saved", ())))
                      for m in data["modules"])
 
 
