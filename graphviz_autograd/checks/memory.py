@@ -563,18 +563,25 @@ class StepMemory:
         chosen: list[ModuleMemory] = []
         predicted = self.peak
         if self.timeline:
+            import torch
+
             alive, open_, dropped, spans = self._replay
             allowed = [True] * len(open_)
+            # Where no candidate had a GPU queue under it (a CPU), what one adds is its own cost.
+            queued = any(max(m.backlog) > 0 for m in open_)
             while predicted > goal:
-                peaks = (alive - dropped).max(dim=1).values.tolist() if open_ else []
+                rows = [k for k, ok in enumerate(allowed) if ok]
+                if not rows:
+                    break
+                # Only the candidates still open: each choice rules out those sharing a module with it.
+                peaks = (alive - dropped[torch.tensor(rows)]).max(dim=1).values.tolist()
                 # A candidate that lowers the peak by less than a hundredth of what is left to go
                 # (a batch norm's few saved bytes) is not worth a checkpoint of its own.
-                options = [(peak, k) for k, peak in enumerate(peaks)
-                           if allowed[k] and predicted - peak > 0.01 * (predicted - goal)]
+                options = [(peak, k) for k, peak in zip(rows, peaks) if predicted - peak > 0.01 * (predicted - goal)]
                 if not options:
                     break
                 spent = plan_extra_time(chosen)
-                adds = {k: plan_extra_time([*chosen, open_[k]]) - spent for _, k in options}
+                adds = {k: plan_extra_time([*chosen, open_[k]]) - spent if queued else open_[k].cost for _, k in options}
                 enough = [(adds[k], peak, open_[k].path, k) for peak, k in options if peak <= goal]
                 if enough:
                     _, peak, _, best = min(enough)
