@@ -17,7 +17,6 @@ import graphviz_autograd
 from graphviz_autograd import make_dot, walk
 
 walk_module = importlib.import_module("graphviz_autograd.capture.walking")
-deep_graphs = importlib.import_module("graphviz_autograd.capture.deep_graphs")
 
 _SVG = "{http://www.w3.org/2000/svg}"
 
@@ -128,8 +127,8 @@ def test_collector_comes_back_when_a_walk_ends_just_as_another_starts(monkeypatc
     # The interleaving that a thread switch can produce, played out in order: the
     # first walk ends right after the second one looked at the collector's state.
     fake = _RecordingGc()
-    monkeypatch.setattr(deep_graphs, "gc", fake)
-    first = second = walk_module.gc_paused  # one pause shared by every walk (deep_graphs.gc_paused)
+    monkeypatch.setattr(walk_module, "gc", fake)
+    first = second = walk_module._gc_paused  # one pause shared by every walk
     first.__enter__()
     ended = []
     fake.on_isenabled = lambda: ended.append(first.__exit__(None, None, None))
