@@ -1299,13 +1299,14 @@ def _candidates(graph: AutogradGraph, model: Any, alive: Mapping[int, tuple[Opti
     # storage, bytes alive at the peak), in order, and per call the stretch of backward that reads
     # them. A run is its blocks' lists put together, so each block's is made once, not once per
     # run holding it (a GPT-2 of 48 layers has 1,128 runs).
-    parts: dict[tuple[str, int, bool], tuple[list[tuple[float, float, float, str, int, float]], dict[str, tuple[float, float]]]] = {}
+    Item = tuple[float, float, float, str, int, float]
+    parts: dict[tuple[str, int, bool], tuple[list[Item], dict[str, tuple[float, float]]]] = {}
     call_of: dict[tuple[str, int, bool], str] = {}
 
-    def part(member: str, depth: int, passes: bool) -> tuple[list[tuple[float, float, float, str, int, float]], dict[str, tuple[float, float]]]:
+    def part(member: str, depth: int, passes: bool) -> tuple[list[Item], dict[str, tuple[float, float]]]:
         found = parts.get((member, depth, passes))
         if found is None:
-            items: list[tuple[float, float, float, str, int, float]] = []
+            items: list[Item] = []
             windows: dict[str, tuple[float, float]] = {}
             for key in inside.get(member, ()):
                 node_id, size, packed, read, first_read = lifetimes[key]
