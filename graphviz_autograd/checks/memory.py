@@ -138,11 +138,41 @@ def plan_extra_time(modules: Sequence["ModuleMemory"]) -> float:
     >>> plan_extra_time([a]), plan_extra_time([a, b])
     (0.5, 2.0)
     """
-    if not any(max(m.backlog) > 0 for m in modules):
-        return sum(m.cost for m in modules)
-    return checkpoint_extra_time(sum(m.forward_time for m in modules), sum(m.cpu_work[0] for m in modules),
-                                 sum(m.cpu_work[1] for m in modules),
-                                 (min(m.backlog[0] for m in modules), min(m.backlog[1] for m in modules)))
+    plan = _PlanSums()
+    for module in modules:
+        plan = plan.adding(module)
+    return plan.time
+
+
+class _PlanSums(NamedTuple):
+    """What :func:`plan_extra_time` reads of a plan's checkpoints, as sums and least queues, so
+    that the advice weighs one more checkpoint beside those chosen without adding them up again."""
+
+    costs: float = 0.0
+    forward: float = 0.0
+    own_forward: float = 0.0
+    cpu: float = 0.0
+    backlog: tuple[float, float] = (math.inf, math.inf)
+    # Whether any of them had a GPU queue under it (else, on a CPU, their costs add up).
+    queued: bool = False
+
+    def adding(self, module: "ModuleMemory") -> "_PlanSums":
+        return _PlanSums(self.costs + module.cost, self.forward + module.forward_time,
+                         self.own_forward + module.cpu_work[0], self.cpu + module.cpu_work[1],
+                         (min(self.backlog[0], module.backlog[0]), min(self.backlog[1], module.backlog[1])),
+                         self.queued or max(module.backlog) > 0)
+
+    @property
+    def time(self) -> float:
+        if not self.queued:
+            return self.costs
+        return checkpoint_extra_time(self.forward, self.own_forward, self.cpu, self.backlog)
+
+    def added_by(self, module: "ModuleMemory") -> float:
+        """What ``module`` adds to the plan's time: with no queue under any of them, its own cost."""
+        if not (self.queued or max(module.backlog) > 0):
+            return module.cost
+        return self.adding(module).time - self.time
 
 
 @dataclass(frozen=True)
@@ -566,8 +596,7 @@ class StepMemory:
 
             alive, open_, dropped, spans = self._replay
             allowed = [True] * len(open_)
-            # Where no candidate had a GPU queue under it (a CPU), what one adds is its own cost.
-            queued = any(max(m.backlog) > 0 for m in open_)
+            plan = _PlanSums()
             while predicted > goal:
                 rows = [k for k, ok in enumerate(allowed) if ok]
                 if not rows:
@@ -579,8 +608,7 @@ class StepMemory:
                 options = [(peak, k) for k, peak in zip(rows, peaks) if predicted - peak > 0.01 * (predicted - goal)]
                 if not options:
                     break
-                spent = plan_extra_time(chosen)
-                adds = {k: plan_extra_time([*chosen, open_[k]]) - spent if queued else open_[k].cost for _, k in options}
+                adds = {k: plan.added_by(open_[k]) for _, k in options}
                 enough = [(adds[k], peak, open_[k].path, k) for peak, k in options if peak <= goal]
                 if enough:
                     _, peak, _, best = min(enough)
@@ -590,6 +618,7 @@ class StepMemory:
                 predicted = peak
                 alive = alive - dropped[best]
                 chosen.append(open_[best])
+                plan = plan.adding(open_[best])
                 allowed = [ok and not spans[k].overlaps(spans[best]) for k, ok in enumerate(allowed)]
         return CheckpointPlan(goal, self.peak, predicted, plan_extra_time(chosen), tuple(chosen),
                               predicted <= goal, self.clock, self.step_time)
